@@ -1,0 +1,18 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace attnkit::cli {
+
+// A subcommand: its CLI11 parser and what runs once it is parsed (returns the exit code).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_info_command(CLI::App& parent);
+Command add_attend_command(CLI::App& parent);
+
+}  // namespace attnkit::cli

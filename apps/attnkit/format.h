@@ -1,0 +1,13 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace attnkit::cli {
+
+// Nested-bracket text of a tensor, like Python's list view: [[0.5761, 0.2119, 0.2119]].
+std::string format_tensor(const at::Tensor& t, int precision = 4);
+std::string format_shape(const at::Tensor& t);
+
+}  // namespace attnkit::cli

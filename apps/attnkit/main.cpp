@@ -1,0 +1,44 @@
+// attnkit: attention mechanisms and attention-based sequence-to-sequence translation.
+
+#include <c10/util/Exception.h>
+
+#include <iostream>
+#include <vector>
+
+#include "attnkit/core/error.h"
+#include "attnkit/core/info.h"
+#include "attnkit/version.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"attnkit: attention mechanisms and attention-based translation, on LibTorch"};
+  app.set_version_flag("--version", std::string("attnkit ") + attnkit::kVersion);
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "Intra-op threads (0: one per hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+
+  std::vector<attnkit::cli::Command> commands = {attnkit::cli::add_info_command(app),
+                                                 attnkit::cli::add_attend_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    attnkit::set_threads(threads);
+    for (auto& command : commands)
+      if (command.app->parsed()) return command.run();
+  } catch (const attnkit::Error& e) {
+    std::cerr << "attnkit: error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "attnkit: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "attnkit: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "attnkit/attention/attention.h"
+
+namespace attnkit {
+
+struct SelfAttentionOptions {
+  explicit SelfAttentionOptions(int64_t embed_dim) : embed_dim_(embed_dim) {}
+  TORCH_ARG(int64_t, embed_dim);
+  TORCH_ARG(bool, bias) = true;
+};
+
+// Projected self-attention: softmax((X W_q)(X W_k)^T / sqrt(d)) (X W_v).
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit SelfAttentionImpl(SelfAttentionOptions options);
+  // x [B, T, E], mask broadcastable to [B, T, T] -> output [B, T, E], weights [B, T, T].
+  AttentionOutput forward(const at::Tensor& x, const at::Tensor& mask = {});
+
+  SelfAttentionOptions options;
+  torch::nn::Linear w_q{nullptr}, w_k{nullptr}, w_v{nullptr};
+};
+TORCH_MODULE(SelfAttention);
+
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, embed_dim);
+  TORCH_ARG(int64_t, num_heads);
+  TORCH_ARG(bool, bias) = true;
+};
+
+struct MultiheadOutput {
+  at::Tensor output;   // [B, Tq, E]
+  at::Tensor weights;  // [B, H, Tq, Tk], per head
+};
+
+// Multi-head scaled-dot attention with an output projection. Parameter names and layout match
+// torch.nn.MultiheadAttention (in_proj_weight [3E, E], in_proj_bias [3E], out_proj.{weight,bias}),
+// so its state_dict loads as is.
+class MultiheadAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MultiheadAttentionImpl(MultiheadAttentionOptions options);
+  // Xavier-uniform projections and zero biases, as torch.nn.MultiheadAttention.
+  void reset_parameters();
+  // query [B, Tq, E], key/value [B, Tk, E], mask broadcastable to [B, Tq, Tk] (shared by heads).
+  MultiheadOutput forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                          const at::Tensor& mask = {});
+
+  MultiheadAttentionOptions options;
+  at::Tensor in_proj_weight, in_proj_bias;
+  torch::nn::Linear out_proj{nullptr};
+};
+TORCH_MODULE(MultiheadAttention);
+
+}  // namespace attnkit

@@ -1,0 +1,76 @@
+#include "attnkit/attention/self_attention.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+#include <torch/nn/options/linear.h>
+
+#include "attnkit/attention/functional.h"
+#include "attnkit/attention/mask.h"
+
+namespace attnkit {
+
+using torch::nn::Linear;
+using torch::nn::LinearOptions;
+
+SelfAttentionImpl::SelfAttentionImpl(SelfAttentionOptions options_)
+    : options(options_),
+      w_q(LinearOptions(options.embed_dim(), options.embed_dim()).bias(options.bias())),
+      w_k(LinearOptions(options.embed_dim(), options.embed_dim()).bias(options.bias())),
+      w_v(LinearOptions(options.embed_dim(), options.embed_dim()).bias(options.bias())) {
+  register_module("w_q", w_q);
+  register_module("w_k", w_k);
+  register_module("w_v", w_v);
+}
+
+AttentionOutput SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& mask) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == options.embed_dim(), "SelfAttention: X must be [B, T, ",
+              options.embed_dim(), "] but has shape ", x.sizes());
+  auto keep = check_mask(mask, x.size(0), x.size(1), x.size(1), "SelfAttention");
+  auto [output, weights] =
+      functional::scaled_dot_product_attention(w_q(x), w_k(x), w_v(x), keep);  // [B, T, E]
+  return {output, weights};
+}
+
+MultiheadAttentionImpl::MultiheadAttentionImpl(MultiheadAttentionOptions options_)
+    : options(options_),
+      out_proj(LinearOptions(options.embed_dim(), options.embed_dim()).bias(options.bias())) {
+  const int64_t e = options.embed_dim(), h = options.num_heads();
+  TORCH_CHECK(e > 0 && h > 0 && e % h == 0, "MultiheadAttention: embed_dim (", e,
+              ") must be a positive multiple of num_heads (", h, ")");
+  in_proj_weight = register_parameter("in_proj_weight", at::empty({3 * e, e}));
+  if (options.bias()) in_proj_bias = register_parameter("in_proj_bias", at::empty({3 * e}));
+  register_module("out_proj", out_proj);
+  reset_parameters();
+}
+
+void MultiheadAttentionImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  torch::nn::init::xavier_uniform_(in_proj_weight);
+  if (in_proj_bias.defined()) in_proj_bias.zero_();
+  if (out_proj->options.bias()) out_proj->bias.zero_();
+}
+
+MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,
+                                                const at::Tensor& value, const at::Tensor& mask) {
+  functional::check_qkv(query, key, value, "MultiheadAttention");
+  const int64_t e = options.embed_dim(), heads = options.num_heads(), head_dim = e / heads;
+  TORCH_CHECK(query.size(2) == e && key.size(2) == e && value.size(2) == e,
+              "MultiheadAttention: built for embed_dim ", e, " but got Q ", query.sizes(), ", K ",
+              key.sizes(), ", V ", value.sizes());
+  const int64_t batch = query.size(0), tq = query.size(1), tk = key.size(1);
+  auto keep = check_mask(mask, batch, tq, tk, "MultiheadAttention");
+  if (keep.defined()) keep = keep.unsqueeze(1);  // [B|1, 1, Tq|1, Tk]: shared by heads
+
+  auto w = in_proj_weight.chunk(3);
+  std::vector<at::Tensor> b(3);
+  if (in_proj_bias.defined()) b = in_proj_bias.chunk(3);
+  auto split_heads = [&](const at::Tensor& x, int i) {  // [B, T, E] -> [B, H, T, E/H]
+    return at::linear(x, w[i], b[i]).view({batch, x.size(1), heads, head_dim}).transpose(1, 2);
+  };
+  auto [heads_out, weights] = functional::scaled_dot_product_attention(
+      split_heads(query, 0), split_heads(key, 1), split_heads(value, 2), keep);  // [B, H, Tq, d]
+  auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});            // [B, Tq, E]
+  return {out_proj(merged), weights};
+}
+
+}  // namespace attnkit

@@ -1,0 +1,192 @@
+#include "attnkit/io/pt_file.h"
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attnkit/core/error.h"
+#include "unpickler.h"
+
+namespace attnkit::io {
+namespace {
+
+using detail::PyObject;
+using detail::PyRef;
+using Kind = PyObject::Kind;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) throw Error(path + ": read error");
+  return bytes.str();
+}
+
+std::string first_line(const char* what) {
+  std::string s(what);
+  auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+PyRef load_object(const std::string& bytes, const std::string& name) {
+  if (bytes.size() < 4 || bytes.compare(0, 4, "PK\x03\x04") != 0) {
+    const bool legacy = !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;
+    throw Error(name + (legacy ? ": a legacy (pre-1.6) torch.save file; re-save it with "
+                                 "torch.save(obj, path) from PyTorch >= 1.6"
+                               : ": not a torch.save file (no zip header)"));
+  }
+  try {
+    auto adapter =
+        std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size());
+    caffe2::serialize::PyTorchStreamReader reader(adapter);
+    if (!reader.hasRecord("data.pkl"))
+      throw Error(name + ": the archive has no data.pkl record; is it a torch.save file?");
+    auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+    detail::StorageLoader load_storage = [&](const std::string& key, at::ScalarType dtype,
+                                             int64_t numel) {
+      const std::string record = "data/" + key;
+      if (!reader.hasRecord(record))
+        throw Error(name + ": storage '" + record + "' is missing from the archive");
+      auto [data, size] = reader.getRecord(record);
+      const size_t needed = static_cast<size_t>(numel) * at::elementSize(dtype);
+      if (size < needed)
+        throw Error(name + ": storage '" + record + "' holds " + std::to_string(size) +
+                    " bytes but " + std::to_string(needed) + " are needed (truncated file?)");
+      auto storage = at::empty({numel}, at::TensorOptions().dtype(dtype));
+      if (needed) std::memcpy(storage.data_ptr(), data.get(), needed);
+      return storage;
+    };
+    return detail::unpickle(static_cast<const char*>(pickle.get()), pickle_size, name,
+                            load_storage);
+  } catch (const c10::Error& e) {
+    throw Error(name + ": not a readable torch.save archive (" +
+                first_line(e.what_without_backtrace()) + ")");
+  }
+}
+
+c10::IValue to_ivalue(const PyRef& o, const std::string& name) {
+  switch (o->kind) {
+    case Kind::None: return c10::IValue();
+    case Kind::Bool: return c10::IValue(o->b);
+    case Kind::Int: return c10::IValue(o->i);
+    case Kind::Float: return c10::IValue(o->f);
+    case Kind::Str:
+    case Kind::Bytes: return c10::IValue(o->s);
+    case Kind::Tensor: return c10::IValue(o->tensor);
+    case Kind::Tuple: {
+      std::vector<c10::IValue> items;
+      for (const auto& item : o->items) items.push_back(to_ivalue(item, name));
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+    case Kind::List: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (const auto& item : o->items) list.push_back(to_ivalue(item, name));
+      return list;
+    }
+    case Kind::Dict: {
+      c10::impl::GenericDict dict(c10::AnyType::get(), c10::AnyType::get());
+      for (const auto& [k, v] : o->dict) dict.insert_or_assign(to_ivalue(k, name), to_ivalue(v, name));
+      return dict;
+    }
+    case Kind::Global:
+    case Kind::Storage:
+      break;
+  }
+  throw Error(name + ": holds " + detail::kind_name(o->kind) + ", which attnkit cannot represent");
+}
+
+}  // namespace
+
+c10::IValue load_bytes(const std::string& bytes, const std::string& name) {
+  return to_ivalue(load_object(bytes, name), name);
+}
+
+c10::IValue load(const std::string& path) { return load_bytes(read_file(path), path); }
+
+at::Tensor load_tensor(const std::string& path) {
+  auto o = load_object(read_file(path), path);
+  if (o->kind != Kind::Tensor)
+    throw Error(path + ": expected a tensor (torch.save(tensor, path)) but the file holds a " +
+                detail::kind_name(o->kind));
+  return o->tensor;
+}
+
+TensorDict load_tensor_dict(const std::string& path) {
+  auto o = load_object(read_file(path), path);
+  if (o->kind != Kind::Dict)
+    throw Error(path + ": expected a dict of tensors (e.g. a state_dict) but the file holds a " +
+                detail::kind_name(o->kind));
+  TensorDict out;
+  for (const auto& [k, v] : o->dict) {
+    if (k->kind != Kind::Str)
+      throw Error(path + ": a key is a " + detail::kind_name(k->kind) + ", not a string");
+    if (v->kind != Kind::Tensor)
+      throw Error(path + ": key '" + k->s + "' holds a " + detail::kind_name(v->kind) +
+                  ", not a tensor");
+    out.emplace_back(k->s, v->tensor);
+  }
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw Error(path + ": cannot create a temporary file (" + std::strerror(errno) + ")");
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(path + ": write failed (" + why + ")");
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(path + ": write failed (" + why + ")");
+  }
+  // mkstemp creates 0600; give the file the permissions a normal create would.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::chmod(tmp.c_str(), 0666 & ~mask);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot rename the temporary file into place (" + why + ")");
+  }
+}
+
+void save_tensor_dict(const std::string& path, const TensorDict& tensors) {
+  c10::Dict<std::string, at::Tensor> dict;
+  std::set<std::string> seen;
+  for (const auto& [key, tensor] : tensors) {
+    if (!seen.insert(key).second) throw Error(path + ": duplicate key '" + key + "'");
+    dict.insert(key, tensor.detach().cpu().contiguous());
+  }
+  const auto bytes = torch::jit::pickle_save(dict);
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+const at::Tensor& find(const TensorDict& dict, const std::string& key, const std::string& what) {
+  for (const auto& [k, t] : dict)
+    if (k == key) return t;
+  throw Error(what + ": no tensor named '" + key + "'");
+}
+
+}  // namespace attnkit::io

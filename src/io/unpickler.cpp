@@ -1,0 +1,395 @@
+#include "unpickler.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <map>
+
+#include "attnkit/core/error.h"
+
+namespace attnkit::io::detail {
+namespace {
+
+using Kind = PyObject::Kind;
+
+PyRef make(Kind kind) {
+  auto o = std::make_shared<PyObject>();
+  o->kind = kind;
+  return o;
+}
+
+const std::map<std::string, at::ScalarType>& storage_types() {
+  static const std::map<std::string, at::ScalarType> types = {
+      {"torch.FloatStorage", at::kFloat},     {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},       {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},       {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},     {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},       {"torch.BoolStorage", at::kBool},
+      {"torch.ComplexFloatStorage", at::kComplexFloat},
+      {"torch.ComplexDoubleStorage", at::kComplexDouble}};
+  return types;
+}
+
+class Unpickler {
+ public:
+  Unpickler(const char* data, size_t size, std::string source, const StorageLoader& loader)
+      : data_(reinterpret_cast<const unsigned char*>(data)),
+        size_(size),
+        source_(std::move(source)),
+        loader_(loader) {}
+
+  PyRef run() {
+    while (true) {
+      op_pos_ = pos_;
+      const unsigned char op = u8();
+      if (op == '.') break;  // STOP
+      step(op);
+    }
+    if (stack_.size() != 1) fail("the program ended with " + std::to_string(stack_.size()) +
+                                 " values on the stack instead of 1");
+    return stack_.back();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(source_ + ": corrupt or unsupported pickle at byte " + std::to_string(op_pos_) +
+                ": " + what);
+  }
+
+  void need(size_t n) {
+    if (n > size_ - pos_) fail("truncated (needs " + std::to_string(n) + " more bytes)");
+  }
+  unsigned char u8() {
+    need(1);
+    return data_[pos_++];
+  }
+  uint64_t le(size_t n) {
+    need(n);
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(data_[pos_ + i]) << (8 * i);
+    pos_ += n;
+    return v;
+  }
+  std::string take(uint64_t n) {
+    if (n > size_) fail("a length of " + std::to_string(n) + " bytes exceeds the file");
+    need(static_cast<size_t>(n));
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
+    pos_ += static_cast<size_t>(n);
+    return s;
+  }
+  std::string line() {
+    std::string s;
+    while (true) {
+      const unsigned char c = u8();
+      if (c == '\n') return s;
+      s.push_back(static_cast<char>(c));
+    }
+  }
+
+  void push(PyRef o) { stack_.push_back(std::move(o)); }
+  PyRef pop() {
+    if (stack_.size() <= floor()) fail("pop from an empty stack");
+    auto o = stack_.back();
+    stack_.pop_back();
+    return o;
+  }
+  PyRef& top() {
+    if (stack_.size() <= floor()) fail("the stack is empty");
+    return stack_.back();
+  }
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  std::vector<PyRef> pop_mark() {
+    if (marks_.empty()) fail("no MARK to pop to");
+    const size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<PyRef> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return items;
+  }
+  void memo_put(uint64_t index) {
+    if (stack_.empty()) fail("memoize with an empty stack");
+    memo_[index] = stack_.back();
+  }
+  PyRef memo_get(uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end()) fail("memo entry " + std::to_string(index) + " is not defined");
+    return it->second;
+  }
+
+  PyRef tuple_of(std::vector<PyRef> items) {
+    auto t = make(Kind::Tuple);
+    t->items = std::move(items);
+    return t;
+  }
+  PyRef str(std::string s, Kind kind = Kind::Str) {
+    auto o = make(kind);
+    o->s = std::move(s);
+    return o;
+  }
+  PyRef integer(int64_t v) {
+    auto o = make(Kind::Int);
+    o->i = v;
+    return o;
+  }
+
+  Kind expect(const PyRef& o, Kind kind, const char* what) {
+    if (o->kind != kind) fail(std::string(what) + " should be " + kind_name(kind) + ", got " +
+                              kind_name(o->kind));
+    return kind;
+  }
+
+  void set_items(const PyRef& target, const std::vector<PyRef>& kv) {
+    expect(target, Kind::Dict, "SETITEMS target");
+    if (kv.size() % 2) fail("SETITEMS with an odd number of values");
+    for (size_t i = 0; i < kv.size(); i += 2) {
+      bool replaced = false;
+      for (auto& entry : target->dict) {
+        if (entry.first->kind == kv[i]->kind && entry.first->kind == Kind::Str &&
+            entry.first->s == kv[i]->s) {
+          entry.second = kv[i + 1];
+          replaced = true;
+        }
+      }
+      if (!replaced) target->dict.emplace_back(kv[i], kv[i + 1]);
+    }
+  }
+
+  std::vector<int64_t> int_tuple(const PyRef& o, const char* what) {
+    if (o->kind != Kind::Tuple && o->kind != Kind::List) fail(std::string(what) + " is not a tuple");
+    std::vector<int64_t> v;
+    for (const auto& item : o->items) {
+      expect(item, Kind::Int, what);
+      v.push_back(item->i);
+    }
+    return v;
+  }
+
+  PyRef rebuild_tensor(const std::vector<PyRef>& args) {
+    if (args.size() < 4) fail("_rebuild_tensor needs at least 4 arguments");
+    expect(args[0], Kind::Storage, "the tensor's storage");
+    expect(args[1], Kind::Int, "the storage offset");
+    const auto& storage = args[0]->tensor;
+    const int64_t offset = args[1]->i;
+    auto sizes = int_tuple(args[2], "the tensor's size");
+    auto strides = int_tuple(args[3], "the tensor's stride");
+    if (sizes.size() != strides.size()) fail("size and stride have different lengths");
+    // A corrupt file must not let a view reach outside its storage.
+    bool empty = false;
+    int64_t last = offset;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] < 0 || strides[d] < 0) fail("negative size or stride");
+      if (sizes[d] == 0) empty = true;
+      else if (strides[d] > 0 && sizes[d] - 1 > (INT64_MAX - last) / strides[d])
+        fail("size and stride overflow");
+      else last += (sizes[d] - 1) * strides[d];
+    }
+    if (offset < 0 || (!empty && last >= storage.numel()))
+      fail("a tensor view reaches element " + std::to_string(last) + " of a storage of " +
+           std::to_string(storage.numel()) + " elements");
+    auto o = make(Kind::Tensor);
+    o->tensor = storage.as_strided(sizes, strides, offset);
+    return o;
+  }
+
+  PyRef call(const PyRef& callable, const PyRef& args) {
+    expect(callable, Kind::Global, "REDUCE's callable");
+    expect(args, Kind::Tuple, "REDUCE's arguments");
+    const std::string& name = callable->s;
+    if (name == "collections.OrderedDict") {
+      if (!args->items.empty()) fail("OrderedDict with constructor arguments");
+      return make(Kind::Dict);
+    }
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor")
+      return rebuild_tensor(args->items);
+    if (name == "torch._utils._rebuild_parameter" ||
+        name == "torch._utils._rebuild_parameter_with_state") {
+      if (args->items.empty()) fail("_rebuild_parameter without arguments");
+      expect(args->items[0], Kind::Tensor, "a parameter's data");
+      return args->items[0];
+    }
+    fail("unsupported Python object '" + name +
+         "' (attnkit reads tensors, dicts, OrderedDicts, lists, tuples, strings and numbers)");
+  }
+
+  PyRef persistent_load(const PyRef& pid) {
+    expect(pid, Kind::Tuple, "a persistent id");
+    const auto& t = pid->items;
+    if (t.size() != 5 || t[0]->kind != Kind::Str || t[0]->s != "storage")
+      fail("unsupported persistent id (expected ('storage', type, key, location, numel))");
+    expect(t[1], Kind::Global, "the storage type");
+    expect(t[2], Kind::Str, "the storage key");
+    expect(t[4], Kind::Int, "the storage size");
+    auto type = storage_types().find(t[1]->s);
+    if (type == storage_types().end()) fail("unsupported storage type '" + t[1]->s + "'");
+    if (t[4]->i < 0) fail("negative storage size");
+    auto cached = storages_.find(t[2]->s);
+    if (cached != storages_.end()) return cached->second;
+    auto o = make(Kind::Storage);
+    o->tensor = loader_(t[2]->s, type->second, t[4]->i);
+    storages_[t[2]->s] = o;
+    return o;
+  }
+
+  void step(unsigned char op) {
+    switch (op) {
+      case 0x80: u8(); break;  // PROTO
+      case 0x95: le(8); break;  // FRAME: a length hint only
+      case '(': marks_.push_back(stack_.size()); break;  // MARK
+      case '}': push(make(Kind::Dict)); break;   // EMPTY_DICT
+      case ']': push(make(Kind::List)); break;   // EMPTY_LIST
+      case ')': push(make(Kind::Tuple)); break;  // EMPTY_TUPLE
+      case 'N': push(make(Kind::None)); break;
+      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+        auto o = make(Kind::Bool);
+        o->b = op == 0x88;
+        push(o);
+        break;
+      }
+      case 'K': push(integer(le(1))); break;  // BININT1
+      case 'M': push(integer(le(2))); break;  // BININT2
+      case 'J': push(integer(static_cast<int32_t>(le(4)))); break;  // BININT
+      case 0x8a: {  // LONG1
+        const size_t n = u8();
+        if (n > 8) fail("integer wider than 64 bits");
+        uint64_t v = le(n);
+        if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t{0} << (8 * n);
+        push(integer(static_cast<int64_t>(v)));
+        break;
+      }
+      case 'G': {  // BINFLOAT, big-endian
+        need(8);
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];
+        pos_ += 8;
+        auto o = make(Kind::Float);
+        std::memcpy(&o->f, &bits, 8);
+        push(o);
+        break;
+      }
+      case 'X': push(str(take(le(4)))); break;         // BINUNICODE
+      case 0x8c: push(str(take(u8()))); break;         // SHORT_BINUNICODE
+      case 0x8d: push(str(take(le(8)))); break;        // BINUNICODE8
+      case 'T': push(str(take(le(4)), Kind::Bytes)); break;   // BINSTRING
+      case 'U': push(str(take(u8()), Kind::Bytes)); break;    // SHORT_BINSTRING
+      case 'B': push(str(take(le(4)), Kind::Bytes)); break;   // BINBYTES
+      case 'C': push(str(take(u8()), Kind::Bytes)); break;    // SHORT_BINBYTES
+      case 'q': memo_put(u8()); break;       // BINPUT
+      case 'r': memo_put(le(4)); break;      // LONG_BINPUT
+      case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
+      case 'h': push(memo_get(u8())); break;     // BINGET
+      case 'j': push(memo_get(le(4))); break;    // LONG_BINGET
+      case 'c': {  // GLOBAL
+        auto module = line();
+        auto name = line();
+        push(str(module + "." + name, Kind::Global));
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        auto name = pop(), module = pop();
+        expect(name, Kind::Str, "STACK_GLOBAL's name");
+        expect(module, Kind::Str, "STACK_GLOBAL's module");
+        push(str(module->s + "." + name->s, Kind::Global));
+        break;
+      }
+      case 't': push(tuple_of(pop_mark())); break;  // TUPLE
+      case 0x85: case 0x86: case 0x87: {            // TUPLE1..3
+        const size_t n = op - 0x84u;
+        std::vector<PyRef> items(n);
+        for (size_t i = n; i-- > 0;) items[i] = pop();
+        push(tuple_of(std::move(items)));
+        break;
+      }
+      case 'l': {  // LIST
+        auto l = make(Kind::List);
+        l->items = pop_mark();
+        push(l);
+        break;
+      }
+      case 'd': {  // DICT
+        auto d = make(Kind::Dict);
+        set_items(d, pop_mark());
+        push(d);
+        break;
+      }
+      case 'a': {  // APPEND
+        auto item = pop();
+        expect(top(), Kind::List, "APPEND's target");
+        top()->items.push_back(item);
+        break;
+      }
+      case 'e': {  // APPENDS
+        auto items = pop_mark();
+        expect(top(), Kind::List, "APPENDS's target");
+        for (auto& it : items) top()->items.push_back(it);
+        break;
+      }
+      case 's': {  // SETITEM
+        auto value = pop(), key = pop();
+        set_items(top(), {key, value});
+        break;
+      }
+      case 'u': {  // SETITEMS
+        auto kv = pop_mark();
+        set_items(top(), kv);
+        break;
+      }
+      case 'R': {  // REDUCE
+        auto args = pop(), callable = pop();
+        push(call(callable, args));
+        break;
+      }
+      case 'b': {  // BUILD: the state of an OrderedDict (its _metadata) or a tensor; not needed
+        pop();
+        const Kind k = top()->kind;
+        if (k != Kind::Dict && k != Kind::Tensor) fail("BUILD on a " + kind_name(k));
+        break;
+      }
+      case 'Q': push(persistent_load(pop())); break;  // BINPERSID
+      case '0': pop(); break;                         // POP
+      case '1': pop_mark(); break;                    // POP_MARK
+      case '2': push(top()); break;                   // DUP
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", op);
+        fail(std::string("unsupported opcode ") + hex);
+      }
+    }
+  }
+
+  const unsigned char* data_;
+  size_t size_;
+  size_t pos_ = 0, op_pos_ = 0;
+  std::string source_;
+  const StorageLoader& loader_;
+  std::vector<PyRef> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, PyRef> memo_;
+  std::unordered_map<std::string, PyRef> storages_;
+};
+
+}  // namespace
+
+std::string kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return "bool";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::Str: return "str";
+    case Kind::Bytes: return "bytes";
+    case Kind::Tuple: return "tuple";
+    case Kind::List: return "list";
+    case Kind::Dict: return "dict";
+    case Kind::Global: return "a Python class or function";
+    case Kind::Storage: return "a storage";
+    case Kind::Tensor: return "tensor";
+  }
+  return "?";
+}
+
+PyRef unpickle(const char* data, size_t size, const std::string& source,
+               const StorageLoader& load_storage) {
+  return Unpickler(data, size, source, load_storage).run();
+}
+
+}  // namespace attnkit::io::detail

@@ -1,0 +1,44 @@
+#pragma once
+
+// Private to src/io: a bounds-checked reader for the pickle programs torch.save writes.
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace attnkit::io::detail {
+
+struct PyObject;
+using PyRef = std::shared_ptr<PyObject>;
+
+// The Python values torch.save emits, and the intermediate objects (globals, storages) the
+// pickle program builds them from.
+struct PyObject {
+  enum class Kind { None, Bool, Int, Float, Str, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
+  Kind kind = Kind::None;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;            // Str, Bytes; Global: "module.name"
+  std::vector<PyRef> items;  // Tuple, List
+  std::vector<std::pair<PyRef, PyRef>> dict;  // Dict, in insertion order
+  at::Tensor tensor;         // Storage (flat, 1-D) and Tensor
+};
+
+std::string kind_name(PyObject::Kind kind);
+
+// Returns the storage saved under `key` ("data/<key>" in the archive) as a flat tensor.
+using StorageLoader =
+    std::function<at::Tensor(const std::string& key, at::ScalarType dtype, int64_t numel)>;
+
+// Runs a pickle program (protocol <= 5 opcodes that torch.save uses). Throws attnkit::Error
+// naming `source` and the byte offset on anything malformed or unsupported.
+PyRef unpickle(const char* data, size_t size, const std::string& source,
+               const StorageLoader& load_storage);
+
+}  // namespace attnkit::io::detail
