@@ -207,6 +207,18 @@ class Unpickler {
       expect(args->items[0], Kind::Tensor, "a parameter's data");
       return args->items[0];
     }
+    // LibTorch's own pickler (torch::pickle_save) tags containers with their static type.
+    if (name == "torch.jit._pickle.restore_type_tag") {
+      if (args->items.empty()) fail("restore_type_tag without arguments");
+      return args->items[0];
+    }
+    if (name == "torch.jit._pickle.build_intlist" || name == "torch.jit._pickle.build_floatlist" ||
+        name == "torch.jit._pickle.build_boollist" || name == "torch.jit._pickle.build_tensorlist") {
+      if (args->items.size() != 1) fail(name + " needs one argument");
+      auto list = make(Kind::List);
+      list->items = args->items[0]->items;
+      return list;
+    }
     fail("unsupported Python object '" + name +
          "' (attnkit reads tensors, dicts, OrderedDicts, lists, tuples, strings and numbers)");
   }

@@ -1,0 +1,35 @@
+#include <gtest/gtest.h>
+
+#include "attnkit/core/info.h"
+
+namespace attnkit {
+namespace {
+
+TEST(Info, ClassifiesBlasLibrariesByPath) {
+  EXPECT_EQ(classify_blas_library("/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3").name,
+            "OpenBLAS");
+  auto ref = classify_blas_library("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  EXPECT_EQ(ref.name, "reference BLAS");
+  EXPECT_TRUE(ref.is_reference);
+  EXPECT_FALSE(classify_blas_library("/usr/lib/x86_64-linux-gnu/libopenblas.so.0").is_reference);
+  EXPECT_EQ(classify_blas_library("/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3").name, "BLIS");
+}
+
+// The project's setup installs OpenBLAS; this fails if the process ends up on another BLAS.
+TEST(Info, TheLiveBlasIsOpenBlas) {
+  auto blas = detect_blas();
+  EXPECT_FALSE(blas.library.empty());
+  EXPECT_EQ(blas.name, "OpenBLAS") << blas.library;
+  EXPECT_FALSE(blas.is_reference);
+}
+
+TEST(Info, ReportsVersionsAndThreads) {
+  set_threads(1);
+  auto info = runtime_info();
+  EXPECT_EQ(info.torch_version.rfind("1.13", 0), 0u) << info.torch_version;
+  EXPECT_EQ(info.intra_op_threads, 1);
+  EXPECT_GE(info.hardware_threads, 1u);
+}
+
+}  // namespace
+}  // namespace attnkit

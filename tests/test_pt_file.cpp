@@ -1,0 +1,155 @@
+// torch.save interop: reading PyTorch's files (OrderedDict state_dicts, dicts, views), writing
+// files torch.load reads, and clear errors (never crashes) on corrupt or truncated files.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "attnkit/core/error.h"
+#include "attnkit/io/pt_file.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir() {
+  auto dir = fs::temp_directory_path() / ("attnkit_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(PtFile, ReadsAnOrderedDictStateDictInOrder) {
+  auto sd = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
+  ASSERT_EQ(sd.size(), 4u);
+  EXPECT_EQ(sd[0].first, "qk_linear.weight");
+  EXPECT_EQ(sd[1].first, "qk_linear.bias");
+  EXPECT_EQ(sd[2].first, "qc_linear.weight");
+  EXPECT_EQ(sd[3].first, "qc_linear.bias");
+  EXPECT_EQ(sd[0].second.sizes(), (std::vector<int64_t>{1, 16}));
+  EXPECT_EQ(sd[2].second.sizes(), (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(sd[0].second.scalar_type(), at::kFloat);
+}
+
+TEST(PtFile, GenericLoadGivesAnIValueDict) {
+  auto value = io::load(testing::golden_path("multihead_state.pt"));
+  ASSERT_TRUE(value.isGenericDict());
+  EXPECT_EQ(value.toGenericDict().size(), 4u);
+}
+
+TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
+  auto path = (temp_dir() / "roundtrip.pt").string();
+  auto strided = at::arange(12, at::kDouble).reshape({3, 4}).t();  // non-contiguous
+  io::TensorDict in = {{"z", at::randn({2, 3})}, {"a", strided}, {"ints", at::arange(5)},
+                       {"flags", at::tensor({1, 0, 1}).to(at::kBool)}};
+  io::save_tensor_dict(path, in);
+  auto out = io::load_tensor_dict(path);
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out[i].first, in[i].first);
+    EXPECT_EQ(out[i].second.scalar_type(), in[i].second.scalar_type());
+    EXPECT_TRUE(out[i].second.equal(in[i].second)) << in[i].first;
+  }
+  for (const auto& entry : fs::directory_iterator(temp_dir()))
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "temporary file left";
+}
+
+TEST(PtFile, SavingIntoAMissingDirectoryIsAClearError) {
+  EXPECT_THROW(io::save_tensor_dict("/nonexistent-dir/x.pt", {{"a", at::ones({1})}}), Error);
+}
+
+TEST(PtFile, WrongContentTypeIsNamed) {
+  try {
+    io::load_tensor(testing::golden_path("seed_myattn_state.pt"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a tensor"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dict"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PtFile, MissingFileNamesThePath) {
+  try {
+    io::load_tensor("/no/such/file.pt");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/no/such/file.pt"), std::string::npos);
+  }
+}
+
+TEST(PtFile, NotAZipOrLegacyFormatIsNamed) {
+  const auto junk = std::string("hello, this is not a tensor");
+  EXPECT_THROW(io::load_bytes(junk, "junk.pt"), Error);
+  try {
+    io::load_bytes(std::string("\x80\x02\x8a\x0a", 4), "legacy.pt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("legacy"), std::string::npos) << e.what();
+  }
+}
+
+// Every truncation of a real file is an attnkit::Error naming the file, never a crash.
+TEST(PtFile, TruncatedFilesAreClearErrors) {
+  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  ASSERT_GT(bytes.size(), 1000u);
+  for (size_t n = 0; n < bytes.size(); n += 37) {
+    try {
+      io::load_bytes(bytes.substr(0, n), "cut.pt");
+      ADD_FAILURE() << "a file cut at " << n << " of " << bytes.size() << " bytes loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("cut.pt", 0), 0u) << e.what();
+    }
+  }
+}
+
+// Random corruption either still loads (a flipped byte in tensor data is just a different
+// number) or is an attnkit::Error; any other exception or a crash fails the test.
+TEST(PtFile, CorruptFilesNeverCrash) {
+  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  std::mt19937 rng(42);
+  int errors = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    auto damaged = bytes;
+    for (int flips = 0; flips < 1 + trial % 4; ++flips)
+      damaged[rng() % damaged.size()] = static_cast<char>(rng());
+    try {
+      io::load_bytes(damaged, "damaged.pt");
+    } catch (const Error&) {
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 0);
+}
+
+// The pickle itself, damaged: stored uncompressed in the zip, so flips reach the unpickler.
+TEST(PtFile, CorruptPickleOpcodesAreClearErrors) {
+  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  const auto start = bytes.find("\x80\x02");  // PROTO 2: the start of data.pkl
+  ASSERT_NE(start, std::string::npos);
+  int errors = 0;
+  for (size_t i = start; i < start + 200 && i < bytes.size(); ++i) {
+    auto damaged = bytes;
+    damaged[i] = static_cast<char>(0xff);
+    try {
+      io::load_bytes(damaged, "damaged.pt");
+    } catch (const Error& e) {
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 100);
+}
+
+}  // namespace
+}  // namespace attnkit

@@ -1,0 +1,87 @@
+#include "testing.h"
+
+#include <map>
+#include <sstream>
+
+#include <torch/csrc/autograd/autograd.h>
+
+namespace attnkit::testing {
+
+std::string golden_path(const std::string& file) { return std::string(ATTNKIT_GOLDEN_DIR) + "/" + file; }
+
+const io::TensorDict& golden(const std::string& file) {
+  static std::map<std::string, io::TensorDict> cache;
+  auto it = cache.find(file);
+  if (it == cache.end()) it = cache.emplace(file, io::load_tensor_dict(golden_path(file))).first;
+  return it->second;
+}
+
+io::TensorDict with_prefix(const io::TensorDict& dict, const std::string& prefix) {
+  io::TensorDict out;
+  for (const auto& [k, t] : dict)
+    if (k.compare(0, prefix.size(), prefix) == 0) out.emplace_back(k.substr(prefix.size()), t);
+  return out;
+}
+
+::testing::AssertionResult close(const at::Tensor& actual, const at::Tensor& expected, double atol,
+                                 double rtol) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << "undefined tensor";
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure()
+           << "shape " << actual.sizes() << " != expected " << expected.sizes();
+  auto a = actual.detach().to(at::kDouble), e = expected.detach().to(at::kDouble);
+  if (!at::isfinite(a).all().item<bool>())
+    return ::testing::AssertionFailure() << "non-finite values in " << a;
+  auto excess = (a - e).abs() - (atol + rtol * e.abs());
+  const double worst = excess.numel() ? excess.max().item<double>() : -1;
+  if (worst <= 0) return ::testing::AssertionSuccess();
+  const auto i = excess.flatten().argmax().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << "element " << i << ": " << a.flatten()[i].item<double>() << " vs expected "
+         << e.flatten()[i].item<double>() << " (max |diff| "
+         << (a - e).abs().max().item<double>() << ")";
+}
+
+::testing::AssertionResult gradcheck(const std::function<at::Tensor()>& loss,
+                                     const std::vector<at::Tensor>& inputs, double eps,
+                                     double tol) {
+  for (const auto& x : inputs)
+    if (x.scalar_type() != at::kDouble)
+      return ::testing::AssertionFailure() << "gradcheck needs double inputs";
+  auto l = loss();
+  auto grads = torch::autograd::grad({l}, inputs, {}, /*retain_graph=*/false,
+                                     /*create_graph=*/false, /*allow_unused=*/true);
+  torch::NoGradGuard no_grad;
+  for (size_t n = 0; n < inputs.size(); ++n) {
+    auto flat = inputs[n].view(-1);
+    auto analytic = grads[n].defined() ? grads[n].reshape(-1) : at::zeros_like(flat);
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double x0 = flat[i].item<double>();
+      flat[i].fill_(x0 + eps);
+      const double up = loss().item<double>();
+      flat[i].fill_(x0 - eps);
+      const double down = loss().item<double>();
+      flat[i].fill_(x0);
+      const double numeric = (up - down) / (2 * eps);
+      const double a = analytic[i].item<double>();
+      if (std::abs(numeric - a) > tol * std::max(1.0, std::abs(numeric)))
+        return ::testing::AssertionFailure() << "input " << n << " element " << i
+                                             << ": autograd " << a << " vs numeric " << numeric;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<at::Tensor> parameters_of(const torch::nn::Module& module) {
+  return module.parameters(/*recurse=*/true);
+}
+
+at::Tensor projection_loss(const at::Tensor& output, const at::Tensor& weights, int64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto r1 = at::randn(output.sizes(), gen, output.options().requires_grad(false));
+  auto r2 = at::randn(weights.sizes(), gen, weights.options().requires_grad(false));
+  return (output * r1).sum() + (weights * r2).sum();
+}
+
+}  // namespace attnkit::testing

@@ -1,0 +1,40 @@
+#pragma once
+
+// Shared helpers for the test suite: golden fixtures written by scripts/make_golden.py from
+// PyTorch, closeness checks that report the worst element, and finite-difference gradients.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnkit/io/pt_file.h"
+
+namespace attnkit::testing {
+
+std::string golden_path(const std::string& file);
+// A golden fixture file, loaded once.
+const io::TensorDict& golden(const std::string& file);
+// The tensors whose names start with `prefix`, with the prefix stripped.
+io::TensorDict with_prefix(const io::TensorDict& dict, const std::string& prefix);
+
+// |actual - expected| <= atol + rtol |expected| everywhere, and equal shapes.
+::testing::AssertionResult close(const at::Tensor& actual, const at::Tensor& expected,
+                                 double atol = 1e-5, double rtol = 1e-5);
+
+// Central differences (in double) against autograd, for every element of every input.
+// `loss` must rebuild the scalar loss from the current values of `inputs`.
+::testing::AssertionResult gradcheck(const std::function<at::Tensor()>& loss,
+                                     const std::vector<at::Tensor>& inputs, double eps = 1e-6,
+                                     double tol = 1e-6);
+
+// Parameters of a module as a vector (for gradcheck).
+std::vector<at::Tensor> parameters_of(const torch::nn::Module& module);
+
+// A scalar that depends on every element of the outputs, with fixed random projections.
+at::Tensor projection_loss(const at::Tensor& output, const at::Tensor& weights, int64_t seed);
+
+}  // namespace attnkit::testing
