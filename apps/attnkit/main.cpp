@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    attnkit::tune_allocator();
     attnkit::set_threads(threads);
     for (auto& command : commands)
       if (command.app->parsed()) return command.run();

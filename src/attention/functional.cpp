@@ -211,8 +211,9 @@ std::pair<at::Tensor, at::Tensor> scaled_dot_product_attention(const at::Tensor&
               k.sizes(), " must have the same last dimension");
   TORCH_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: K ", k.sizes(), " and V ",
               v.sizes(), " must have the same length (dim -2)");
-  auto scores = at::matmul(q, k.transpose(-2, -1)) /
-                std::sqrt(static_cast<double>(q.size(-1)));  // [..., Tq, Tk]
+  // Scaling Q ([..., Tq, d]) rather than the scores ([..., Tq, Tk]) touches fewer elements.
+  auto scaled_q = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  auto scores = at::matmul(scaled_q, k.transpose(-2, -1));  // [..., Tq, Tk]
   auto weights = soft_weights(scores, mask);
   return {at::matmul(weights, v), weights};  // [..., Tq, Dv], [..., Tq, Tk]
 }

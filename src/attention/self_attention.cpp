@@ -61,14 +61,27 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
   auto keep = check_mask(mask, batch, tq, tk, "MultiheadAttention");
   if (keep.defined()) keep = keep.unsqueeze(1);  // [B|1, 1, Tq|1, Tk]: shared by heads
 
-  auto w = in_proj_weight.chunk(3);
-  std::vector<at::Tensor> b(3);
-  if (in_proj_bias.defined()) b = in_proj_bias.chunk(3);
-  auto split_heads = [&](const at::Tensor& x, int i) {  // [B, T, E] -> [B, H, T, E/H]
-    return at::linear(x, w[i], b[i]).view({batch, x.size(1), heads, head_dim}).transpose(1, 2);
-  };
-  auto [heads_out, weights] = functional::scaled_dot_product_attention(
-      split_heads(query, 0), split_heads(key, 1), split_heads(value, 2), keep);  // [B, H, Tq, d]
+  at::Tensor q, k, v;  // each [B, H, T, E/H]
+  if (query.is_same(key) && key.is_same(value)) {
+    // Self-attention: one GEMM against the whole [3E, E] in-projection.
+    auto qkv = at::linear(query, in_proj_weight, in_proj_bias)             // [B, T, 3E]
+                   .view({batch, tq, 3, heads, head_dim})
+                   .permute({2, 0, 3, 1, 4});                              // [3, B, H, T, d]
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    auto w = in_proj_weight.chunk(3);
+    std::vector<at::Tensor> b(3);
+    if (in_proj_bias.defined()) b = in_proj_bias.chunk(3);
+    auto split_heads = [&](const at::Tensor& x, int i) {  // [B, T, E] -> [B, H, T, E/H]
+      return at::linear(x, w[i], b[i]).view({batch, x.size(1), heads, head_dim}).transpose(1, 2);
+    };
+    q = split_heads(query, 0);
+    k = split_heads(key, 1);
+    v = split_heads(value, 2);
+  }
+  auto [heads_out, weights] = functional::scaled_dot_product_attention(q, k, v, keep);  // [B, H, Tq, d]
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});            // [B, Tq, E]
   return {out_proj(merged), weights};
 }

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <torch/version.h>
 
 #include <algorithm>
@@ -115,6 +116,12 @@ RuntimeInfo runtime_info() {
     if (std::find(present.begin(), present.end(), w) != present.end())
       info.cpu_features.push_back(w);
   return info;
+}
+
+void tune_allocator() {
+  // Serve large blocks from the heap, and never trim it: the next step reuses the pages.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
+  mallopt(M_TRIM_THRESHOLD, -1);
 }
 
 void set_threads(int n) {

@@ -1,0 +1,107 @@
+// Google Benchmark cases for the attention library. bench/compare_pytorch.py runs this binary
+// and the same calls in PyTorch (Python) in one run, and prints the ratio table.
+//
+//   Attention/<score>/<weighting>/step   decoder step: Tq = 1, keys projected once beforehand
+//   Attention/<score>/<weighting>/seq    full sequence: Tq = Tk = 50
+//   (B = 64, Tk = 50, D = 256)
+//   SDPA/fwd, SDPA/fwdbwd                scaled-dot self-attention, [B*H = 16, T = 512, d = 64]
+//   Multihead/fwd                        MultiheadAttention(512, 8 heads), B = 2, T = 512
+//
+// Threads: --threads=N (default 1), the same value the Python side uses.
+
+#include <ATen/ATen.h>
+#include <benchmark/benchmark.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <cstring>
+#include <string>
+
+#include "attnkit/attention/attention.h"
+#include "attnkit/attention/functional.h"
+#include "attnkit/attention/self_attention.h"
+#include "attnkit/core/info.h"
+
+namespace {
+
+using namespace attnkit;
+
+constexpr int64_t kBatch = 64, kLen = 50, kDim = 256;
+
+void attention_case(benchmark::State& state, ScoreKind score, WeightingKind weighting, bool step) {
+  at::manual_seed(0);
+  Attention attn(AttentionOptions(kDim, kDim).score(score).weighting(weighting));
+  attn->eval();
+  torch::NoGradGuard no_grad;
+  auto q = at::randn({kBatch, step ? 1 : kLen, kDim});
+  auto k = at::randn({kBatch, kLen, kDim}), v = at::randn({kBatch, kLen, kDim});
+  auto keys = attn->project_keys(k);
+  for (auto _ : state) {
+    auto r = step ? attn->attend(q, keys, v) : attn->forward(q, k, v);
+    benchmark::DoNotOptimize(r.output.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch * q.size(1));
+}
+
+void sdpa_case(benchmark::State& state, bool backward) {
+  at::manual_seed(0);
+  auto q = at::randn({16, 512, 64}).requires_grad_(backward);
+  auto k = at::randn({16, 512, 64}).requires_grad_(backward);
+  auto v = at::randn({16, 512, 64}).requires_grad_(backward);
+  at::AutoGradMode grad_mode(backward);
+  for (auto _ : state) {
+    auto [out, w] = functional::scaled_dot_product_attention(q, k, v);
+    if (backward) out.sum().backward();
+    benchmark::DoNotOptimize(out.data_ptr());
+  }
+}
+
+void multihead_case(benchmark::State& state) {
+  at::manual_seed(0);
+  MultiheadAttention mha(MultiheadAttentionOptions(512, 8));
+  torch::NoGradGuard no_grad;
+  auto x = at::randn({2, 512, 512});
+  for (auto _ : state) {
+    auto r = mha->forward(x, x, x);
+    benchmark::DoNotOptimize(r.output.data_ptr());
+  }
+}
+
+void register_all() {
+  for (auto score : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau,
+                     ScoreKind::ScaledDot, ScoreKind::Dot, ScoreKind::General})
+    for (auto weighting : {WeightingKind::Soft, WeightingKind::Hard, WeightingKind::Local})
+      for (bool step : {true, false}) {
+        const std::string name = "Attention/" + to_string(score) + "/" + to_string(weighting) +
+                                 (step ? "/step" : "/seq");
+        benchmark::RegisterBenchmark(name.c_str(), attention_case, score, weighting, step)
+            ->Unit(benchmark::kMicrosecond);
+      }
+  benchmark::RegisterBenchmark("SDPA/fwd", sdpa_case, false)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("SDPA/fwdbwd", sdpa_case, true)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Multihead/fwd", multihead_case)->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --threads=N is ours; take it out before Google Benchmark parses the rest.
+  int threads = 1;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0)
+      threads = std::stoi(argv[i] + 10);
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  attnkit::tune_allocator();
+  attnkit::set_threads(threads);
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::ReportUnrecognizedArguments(argc, argv);
+  benchmark::AddCustomContext("threads", std::to_string(threads));
+  benchmark::AddCustomContext("blas", attnkit::detect_blas().name);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
