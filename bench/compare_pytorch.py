@@ -8,6 +8,7 @@ and prints the ratio table (> 1 means attnkit is faster). Usage:
                                              [--markdown docs/BENCHMARKS.md]
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -139,6 +140,8 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    # The same thread policy as attnkit::set_threads: OpenBLAS single-threaded inside ATen's pool.
+    ctypes.CDLL("libblas.so.3").openblas_set_num_threads(1)
     binary = os.path.join(args.build_dir, "bench", "attnkit_bench")
     names = subprocess.run([binary, f"--benchmark_filter={args.filter}", "--benchmark_list_tests"],
                            check=True, capture_output=True, text=True).stdout.split()

@@ -8,7 +8,8 @@ packages=(
   libtorch-dev            # LibTorch 1.13 (find_package(Torch))
   libopenblas0-pthread    # fast BLAS; the reference BLAS makes matmul ~30x slower
   libgtest-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev
+  libsentencepiece-dev    # subword tokenizer
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
 )
 

@@ -51,6 +51,10 @@ AttentionOutput AttentionImpl::attend(const at::Tensor& q, const at::Tensor& pro
   }
   // Gradient estimators only matter while training; inference takes the plain argmax.
   const HardGradient gradient = is_training() ? options.hard_gradient() : HardGradient::None;
+  if (options.weighting() == WeightingKind::Hard && gradient == HardGradient::Reinforce) {
+    auto [weights, log_prob, entropy] = functional::sample_hard_weights(scores, keep);
+    return {functional::context(weights, v), weights, log_prob, entropy};
+  }
   auto weights = functional::weights_for(options.weighting(), scores, keep, gradient,
                                          options.temperature(), centres, options.window());
   return {functional::context(weights, v), weights};  // [B, Tq, Dv], [B, Tq, Tk]

@@ -164,6 +164,28 @@ at::Tensor hard_weights(const at::Tensor& scores, const at::Tensor& mask, HardGr
   return hard - soft.detach() + soft;
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_hard_weights(const at::Tensor& scores,
+                                                                   const at::Tensor& mask) {
+  auto probs = soft_weights(scores, mask);                          // [..., Tq, Tk]
+  const auto tk = scores.size(-1);
+  if (tk == 0) {
+    auto zero = at::zeros(scores.sizes().slice(0, scores.dim() - 1), scores.options());
+    return {at::zeros_like(scores), zero, zero};
+  }
+  auto flat = probs.detach().reshape({-1, tk});
+  auto valid = flat.sum(-1, /*keepdim=*/true) > 0;                  // rows with a valid key
+  auto index = at::multinomial(flat.masked_fill(valid.logical_not(), 1.0), 1)
+                   .view(scores.sizes().slice(0, scores.dim() - 1)).unsqueeze(-1);  // [..., Tq, 1]
+  auto hard = at::zeros_like(scores, at::MemoryFormat::Contiguous).scatter_(-1, index, 1.0);
+  auto row_valid = valid.view(index.sizes());
+  hard = hard * row_valid;
+  // log p and p log p with 0 log 0 = 0, so masked keys and empty rows contribute nothing.
+  auto safe_log = at::log(probs.clamp_min(1e-30));
+  auto log_prob = (safe_log.gather(-1, index) * row_valid).squeeze(-1);  // [..., Tq]
+  auto entropy = -(probs * safe_log).sum(-1);                             // [..., Tq]
+  return {hard, log_prob, entropy};
+}
+
 at::Tensor local_weights(const at::Tensor& scores, const at::Tensor& centres, int64_t window,
                          const at::Tensor& mask) {
   TORCH_CHECK(window >= 1, "local_weights: the window D must be >= 1, got ", window);

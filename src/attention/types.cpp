@@ -30,7 +30,8 @@ const std::pair<const char*, WeightingKind> kWeightings[] = {
 const std::pair<const char*, HardGradient> kHardGradients[] = {
     {"none", HardGradient::None},
     {"straight-through", HardGradient::StraightThrough},
-    {"gumbel", HardGradient::Gumbel}};
+    {"gumbel", HardGradient::Gumbel},
+    {"reinforce", HardGradient::Reinforce}};
 
 template <typename Enum, size_t N>
 std::string name_of(Enum e, const std::pair<const char*, Enum> (&table)[N]) {

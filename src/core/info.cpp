@@ -127,6 +127,12 @@ void tune_allocator() {
 void set_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);
+  // OpenBLAS keeps its own thread pool. With both pools busy-waiting on the same cores,
+  // a 2-thread run measured 2-4x slower than a 1-thread one (docs/BENCHMARKS.md), so the
+  // intra-op pool takes the cores and OpenBLAS runs in the calling thread.
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set(1);
 }
 
 }  // namespace attnkit

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <tuple>
 #include <utility>
 
 #include "attnkit/attention/types.h"
@@ -53,6 +54,13 @@ at::Tensor soft_weights(const at::Tensor& scores, const at::Tensor& mask = {});
 at::Tensor hard_weights(const at::Tensor& scores, const at::Tensor& mask = {},
                         HardGradient gradient = HardGradient::None, double temperature = 1.0,
                         const at::Tensor& gumbel_noise = {});
+
+// Samples one key per row from soft_weights(scores, mask) (Xu et al. 2015's stochastic hard
+// attention). Returns (one-hot weights without gradient, log-probability of the sampled key
+// [..., Tq], entropy of the distribution [..., Tq]); the latter two carry gradients for
+// REINFORCE. Fully masked rows get zero weights, log-probability and entropy.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_hard_weights(const at::Tensor& scores,
+                                                                   const at::Tensor& mask = {});
 
 // Gumbel-softmax relaxation, soft: softmax((scores + g) / tau), masked.
 at::Tensor gumbel_soft_weights(const at::Tensor& scores, const at::Tensor& mask, double temperature,

@@ -27,6 +27,7 @@ enum class HardGradient {
   None,             // as in the seed: argmax has no gradient
   StraightThrough,  // forward one-hot, backward as softmax
   Gumbel,           // argmax of softmax((s + g) / tau), backward through that softmax
+  Reinforce,        // sample a key from the softmax; the caller adds the REINFORCE loss
 };
 
 std::string to_string(ScoreKind k);

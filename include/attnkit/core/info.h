@@ -30,7 +30,8 @@ BlasInfo classify_blas_library(const std::string& resolved_path);
 BlasInfo detect_blas();
 RuntimeInfo runtime_info();
 
-// Sets LibTorch's intra-op thread count; n <= 0 means one per hardware thread.
+// Sets LibTorch's intra-op thread count (n <= 0: one per hardware thread) and runs OpenBLAS
+// single-threaded inside those threads, so two thread pools never spin against each other.
 void set_threads(int n);
 
 // Keeps freed tensor memory in the process instead of returning it to the OS after every op.

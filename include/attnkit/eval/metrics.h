@@ -1,0 +1,55 @@
+#pragma once
+
+#include <array>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Corpus metrics identical to sacreBLEU's defaults (BLEU: 13a tokenizer, exp smoothing, 4-grams;
+// chrF: character 6-grams, beta 2, whitespace removed), and alignment error rate.
+namespace attnkit::eval {
+
+// sacreBLEU's tokenizers: "13a" (mteval-v13a), "zh" (CJK characters split, then 13a), "none".
+std::string tokenize_13a(const std::string& line);
+std::string tokenize_zh(const std::string& line);
+std::string tokenize_for_bleu(const std::string& line, const std::string& tokenizer);
+
+struct BleuOptions {
+  std::string tokenize = "13a";
+  std::string smooth = "exp";  // exp | floor | none
+  double smooth_value = 0.1;   // for floor
+  bool lowercase = false;
+};
+
+struct BleuScore {
+  double score = 0;  // 0..100
+  std::array<long, 4> counts{}, totals{};
+  std::array<double, 4> precisions{};
+  double bp = 0;
+  long sys_len = 0, ref_len = 0;
+  std::string format() const;  // "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ...)"
+};
+
+// One reference stream per element of `refs` (each as long as `hyps`).
+BleuScore corpus_bleu(const std::vector<std::string>& hyps,
+                      const std::vector<std::vector<std::string>>& refs,
+                      const BleuOptions& options = {});
+
+struct ChrfOptions {
+  int char_order = 6;
+  double beta = 2;
+  bool eps_smoothing = false;
+  bool whitespace = false;  // keep whitespace in character n-grams
+};
+
+// Corpus chrF over a single reference stream, 0..100.
+double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
+                   const ChrfOptions& options = {});
+
+// Alignment links are (source position, target position).
+using Alignment = std::set<std::pair<int, int>>;
+// Och & Ney's AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|), with sure links S ⊆ possible links P.
+double alignment_error_rate(const Alignment& predicted, const Alignment& sure, const Alignment& possible);
+
+}  // namespace attnkit::eval

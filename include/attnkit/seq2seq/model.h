@@ -1,0 +1,123 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/nn/pimpl.h>
+
+#include "attnkit/attention/attention.h"
+#include "attnkit/attention/self_attention.h"
+
+// The second note's Seq2Seq with attention: an Embedding + GRU encoder, and a GRU decoder that
+// attends over the encoder states at every step.
+namespace attnkit::seq2seq {
+
+struct Seq2SeqOptions {
+  Seq2SeqOptions(int64_t source_vocab, int64_t target_vocab)
+      : source_vocab_(source_vocab), target_vocab_(target_vocab) {}
+  TORCH_ARG(int64_t, source_vocab);
+  TORCH_ARG(int64_t, target_vocab);
+  TORCH_ARG(int64_t, embed_size) = 128;
+  TORCH_ARG(int64_t, hidden_size) = 256;
+  TORCH_ARG(int64_t, layers) = 1;
+  TORCH_ARG(bool, bidirectional) = true;
+  TORCH_ARG(double, dropout) = 0.1;
+  // false: the notes' design before attention, one fixed context C for every step.
+  TORCH_ARG(bool, attention) = true;
+  TORCH_ARG(ScoreKind, score) = ScoreKind::Bahdanau;
+  TORCH_ARG(WeightingKind, weighting) = WeightingKind::Soft;
+  TORCH_ARG(HardGradient, hard_gradient) = HardGradient::StraightThrough;
+  TORCH_ARG(double, temperature) = 1.0;
+  TORCH_ARG(int64_t, window) = 4;
+  // Feed the previous step's attentional vector into the decoder GRU (Luong et al. 2015).
+  TORCH_ARG(bool, input_feeding) = true;
+  // Multi-head self-attention layers (residual + layer norm) over the encoder states.
+  TORCH_ARG(int64_t, self_attention_layers) = 0;
+  TORCH_ARG(int64_t, self_attention_heads) = 4;
+};
+
+struct EncoderOutput {
+  at::Tensor memory;  // [B, S, Hm], Hm = hidden * directions
+  at::Tensor mask;    // [B, 1, S], true on real tokens
+  at::Tensor state;   // [layers, B, H]: the decoder's initial state
+  at::Tensor summary; // [B, Hm]: final states of both directions (the fixed context C)
+};
+
+class EncoderImpl : public torch::nn::Module {
+ public:
+  explicit EncoderImpl(const Seq2SeqOptions& options);
+  // source [B, S] token ids (0 = padding), lengths [B] (>= 1).
+  EncoderOutput forward(const at::Tensor& source, const at::Tensor& lengths);
+
+  Seq2SeqOptions options;
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::GRU gru{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+  torch::nn::Linear bridge{nullptr};
+  torch::nn::ModuleList self_attention{nullptr};
+  torch::nn::ModuleList self_attention_norm{nullptr};
+};
+TORCH_MODULE(Encoder);
+
+// Everything a decoder step needs about the source and the steps so far; search strategies
+// reorder it with select() as beams move.
+struct DecoderState {
+  at::Tensor hidden;  // [layers, N, H]
+  at::Tensor feed;    // [N, 1, H]: the previous attentional vector (input feeding)
+  at::Tensor memory;  // [N, S, Hm]
+  at::Tensor keys;    // [N, S, *]: memory projected once by the attention score
+  at::Tensor mask;    // [N, 1, S]
+  at::Tensor summary; // [N, Hm]
+  DecoderState select(const at::Tensor& index) const;  // rows `index` of every field
+};
+
+struct StepOutput {
+  at::Tensor logits;     // [N, V]
+  at::Tensor attention;  // [N, S] (zeros for the no-attention baseline)
+  at::Tensor log_prob;   // [N]: REINFORCE's log-probability of the sampled key, when sampling
+  at::Tensor entropy;    // [N]: entropy of the attention distribution, when sampling
+};
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  explicit DecoderImpl(const Seq2SeqOptions& options);
+  DecoderState start(const EncoderOutput& encoded);
+  // tokens [N] -> logits for the next token; advances `state`.
+  StepOutput step(const at::Tensor& tokens, DecoderState& state);
+
+  Seq2SeqOptions options;
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::GRU gru{nullptr};
+  Attention attention{nullptr};
+  torch::nn::Linear combine{nullptr};  // the notes' Linear over [state; context]
+  torch::nn::Linear output{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(Decoder);
+
+struct ForwardOutput {
+  at::Tensor logits;     // [B, T, V]
+  at::Tensor attention;  // [B, T, S]
+  at::Tensor log_prob;   // [B, T] (REINFORCE only)
+  at::Tensor entropy;    // [B, T] (REINFORCE only)
+};
+
+class Seq2SeqImpl : public torch::nn::Module {
+ public:
+  explicit Seq2SeqImpl(Seq2SeqOptions options);
+  // Teacher-forced decoding of `target_in` ([B, T], starting with <sos>); with
+  // teacher_forcing < 1 a step feeds the model's own previous prediction with that chance.
+  ForwardOutput forward(const at::Tensor& source, const at::Tensor& lengths,
+                        const at::Tensor& target_in, double teacher_forcing = 1.0);
+
+  Seq2SeqOptions options;
+  Encoder encoder{nullptr};
+  Decoder decoder{nullptr};
+};
+TORCH_MODULE(Seq2Seq);
+
+}  // namespace attnkit::seq2seq

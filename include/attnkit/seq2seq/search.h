@@ -1,0 +1,39 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "attnkit/seq2seq/model.h"
+
+// Search strategies over the decoder-step interface (Decoder::start/step, DecoderState::select).
+namespace attnkit::seq2seq {
+
+struct SearchOptions {
+  int64_t beam_size = 5;          // 1 = greedy
+  double length_penalty = 1.0;    // score / length^alpha; 0 = raw log-probability
+  double max_length_ratio = 2.0;  // at most ratio * source length + max_length_extra tokens
+  int64_t max_length_extra = 5;
+  int64_t nbest = 1;
+};
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // without <sos>/<eos>
+  double score = 0;             // length-normalised log-probability
+  double log_prob = 0;          // raw log-probability (including <eos>)
+  at::Tensor attention;         // [T, S] for the emitted tokens (and <eos>)
+};
+
+// One list of hypotheses (best first, at most nbest) per source sentence.
+// source [B, S], lengths [B]. The model is put in eval mode for the search.
+std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
+                                                   const at::Tensor& lengths,
+                                                   const SearchOptions& options);
+std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
+                                                 const at::Tensor& lengths,
+                                                 const SearchOptions& options);
+// Dispatches on options.beam_size.
+std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
+                                            const at::Tensor& lengths, const SearchOptions& options);
+
+}  // namespace attnkit::seq2seq

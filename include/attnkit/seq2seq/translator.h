@@ -1,0 +1,75 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnkit/data/tokenizer.h"
+#include "attnkit/data/vocab.h"
+#include "attnkit/seq2seq/model.h"
+#include "attnkit/seq2seq/search.h"
+
+// A model directory holds everything `translate` needs:
+//   config.json    model options, tokenizer specs, vocabulary sizes
+//   source.vocab   target.vocab
+//   model.pt       the best weights (LibTorch archive)
+//   checkpoint.pt  the training state, for resuming
+//   metrics.jsonl  the training log
+namespace attnkit::seq2seq {
+
+struct ModelConfig {
+  Seq2SeqOptions model{1, 1};
+  std::string source_tokenizer = "en";
+  std::string target_tokenizer = "zh";
+};
+
+void save_config(const std::string& dir, const ModelConfig& config);
+// Throws attnkit::Error naming the file and the field on a missing or malformed config.
+ModelConfig load_config(const std::string& dir);
+
+void save_weights(Seq2Seq& model, const std::string& path);
+void load_weights(Seq2Seq& model, const std::string& path);
+
+struct Translation {
+  std::string text;
+  std::vector<std::string> source_tokens, target_tokens;
+  double score = 0;
+  at::Tensor attention;  // [target tokens (+ <eos>), source tokens]
+  std::vector<std::pair<std::string, double>> nbest;  // best first, including the first
+};
+
+class Translator {
+ public:
+  // Loads config, vocabularies, tokenizers and weights; a missing or inconsistent directory
+  // (e.g. a vocabulary whose size differs from the weights') is an attnkit::Error.
+  explicit Translator(const std::string& model_dir);
+  Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab, data::Vocab target_vocab);
+
+  // Sentences are sorted by length and translated in batches of `batch_size`; results come
+  // back in input order. An <unk> or placeholder in the output becomes the source token with
+  // the highest attention at that step.
+  std::vector<Translation> translate(const std::vector<std::string>& sentences,
+                                     const SearchOptions& options, size_t batch_size = 32);
+
+  const ModelConfig& config() const { return config_; }
+  Seq2Seq& model() { return model_; }
+  const data::Vocab& source_vocab() const { return source_vocab_; }
+  const data::Vocab& target_vocab() const { return target_vocab_; }
+  const data::Tokenizer& source_tokenizer() const { return *source_tok_; }
+  const data::Tokenizer& target_tokenizer() const { return *target_tok_; }
+
+ private:
+  ModelConfig config_;
+  Seq2Seq model_{nullptr};
+  data::Vocab source_vocab_, target_vocab_;
+  std::unique_ptr<data::Tokenizer> source_tok_, target_tok_;
+  std::string dir_;
+};
+
+// Pads token-id sequences into [B, max(len, 1)] with 0 and returns (ids, lengths).
+std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs);
+
+}  // namespace attnkit::seq2seq

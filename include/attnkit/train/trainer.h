@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnkit/data/vocab.h"
+#include "attnkit/seq2seq/model.h"
+#include "attnkit/seq2seq/translator.h"
+#include "attnkit/train/batching.h"
+
+namespace attnkit::train {
+
+struct TrainOptions {
+  std::string model_dir;
+  int64_t epochs = 10;
+  double time_limit = 0;   // seconds of training; 0 = no limit
+  int64_t max_steps = 0;   // stop (checkpointed) after this many optimizer steps; 0 = no limit
+  size_t batch_size = 64;  // sentences
+  double learning_rate = 1e-3;
+  double clip = 1.0;             // gradient-norm clipping; 0 = off
+  double teacher_forcing = 1.0;  // chance of feeding the gold token
+  double label_smoothing = 0.1;
+  double lr_decay = 0.5;  // multiply the learning rate on a validation plateau
+  int64_t lr_patience = 0;  // epochs without improvement before decaying
+  int64_t early_stop = 3;   // epochs without improvement before stopping; 0 = never
+  uint64_t seed = 1;
+  size_t valid_bleu_sentences = 300;
+  std::string bleu_tokenize = "13a";
+  double entropy_bonus = 0.01;     // REINFORCE hard attention only
+  double baseline_momentum = 0.9;  // REINFORCE moving-average baseline
+  int64_t checkpoint_every = 500;  // steps; a checkpoint is also written every epoch and on stop
+  bool progress = true;            // a progress bar on stderr
+  bool resume = false;             // continue from model_dir/checkpoint.pt
+};
+
+struct TrainData {
+  std::vector<Example> train, valid;
+  std::vector<std::string> valid_sources, valid_references;  // raw text, for validation BLEU
+};
+
+struct TrainResult {
+  int64_t steps = 0, epochs_done = 0;
+  double best_valid_bleu = -1, best_valid_loss = 0, last_train_loss = 0;
+  double train_seconds = 0, target_tokens_per_second = 0;
+  std::string stopped_because;  // "epochs", "early stopping", "time limit", "max steps", "interrupted"
+};
+
+// Trains `model` (Adam, clipping, label smoothing, teacher forcing, plateau decay, early
+// stopping) and writes into options.model_dir: model.pt (best by validation BLEU, then loss),
+// checkpoint.pt (model, optimizer, RNG and data position: a resumed run continues exactly),
+// and metrics.jsonl. config.json and the vocabularies are the caller's to write.
+TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& config,
+                        const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                        const TrainData& data, const TrainOptions& options);
+
+// Mean label-smoothed cross-entropy over the non-padding target tokens.
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing);
+
+}  // namespace attnkit::train

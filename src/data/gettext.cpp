@@ -1,0 +1,252 @@
+#include "attnkit/data/gettext.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnkit/core/error.h"
+#include "attnkit/data/text.h"
+#include "attnkit/data/tokenizer.h"
+
+namespace attnkit::data {
+namespace fs = std::filesystem;
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> split_nul(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    auto end = s.find('\0', start);
+    parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return parts;
+    start = end + 1;
+  }
+}
+
+// Removes a GTK/Qt mnemonic: "_Open" / "&Open" on the English side, and "打开(_O)" on the other.
+void strip_mnemonics(std::string& source, std::string& target) {
+  for (char marker : {'_', '&'}) {
+    auto open = target.find(std::string("(") + marker);
+    if (open != std::string::npos && open + 3 < target.size() && target[open + 3] == ')') {
+      target.erase(open, 4);
+    } else {
+      auto pos = target.find(marker);
+      if (pos != std::string::npos && pos + 1 < target.size() &&
+          std::isalnum(static_cast<unsigned char>(target[pos + 1])))
+        target.erase(pos, 1);
+    }
+    auto pos = source.find(marker);
+    if (pos != std::string::npos && pos + 1 < source.size() &&
+        std::isalnum(static_cast<unsigned char>(source[pos + 1])) &&
+        (pos == 0 || !std::isalnum(static_cast<unsigned char>(source[pos - 1]))))
+      source.erase(pos, 1);
+  }
+}
+
+std::vector<std::string> sorted_placeholders(const std::string& s) {
+  auto p = placeholders(s);
+  // A translation may reorder arguments with positional forms (%1$s); compare the types only.
+  for (auto& x : p) {
+    auto dollar = x.find('$');
+    if (dollar != std::string::npos) x = "%" + x.substr(dollar + 1);
+  }
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+}  // namespace
+
+std::vector<CatalogEntry> read_mo(const std::string& path) {
+  const std::string data = slurp(path);
+  auto fail = [&](const std::string& what) -> void { throw Error(path + ": not a valid .mo file (" + what + ")"); };
+  if (data.size() < 28) fail("too short");
+  uint32_t magic;
+  std::memcpy(&magic, data.data(), 4);
+  const bool swap = magic == 0xde120495u;
+  if (!swap && magic != 0x950412deu) fail("bad magic number");
+  auto u32 = [&](size_t off) -> uint32_t {
+    if (off + 4 > data.size()) fail("offset past the end");
+    uint32_t v;
+    std::memcpy(&v, data.data() + off, 4);
+    return swap ? __builtin_bswap32(v) : v;
+  };
+  const uint32_t n = u32(8), originals = u32(12), translations = u32(16);
+  auto string_at = [&](uint32_t table, uint32_t i) {
+    const uint32_t len = u32(table + 8 * i), off = u32(table + 8 * i + 4);
+    if (static_cast<uint64_t>(off) + len > data.size()) fail("string past the end");
+    return data.substr(off, len);
+  };
+  std::vector<CatalogEntry> entries;
+  entries.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    CatalogEntry e;
+    std::string id = string_at(originals, i);
+    auto eot = id.find('\x04');  // msgctxt EOT msgid
+    if (eot != std::string::npos) {
+      e.context = id.substr(0, eot);
+      id = id.substr(eot + 1);
+    }
+    auto ids = split_nul(id);
+    e.msgid = ids[0];
+    if (ids.size() > 1) e.msgid_plural = ids[1];
+    e.msgstr = split_nul(string_at(translations, i));
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+std::vector<CatalogEntry> read_po(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::vector<CatalogEntry> entries;
+  CatalogEntry current;
+  bool fuzzy = false, has_entry = false;
+  std::string* target = nullptr;
+  std::string line;
+  size_t no = 0;
+  auto finish = [&] {
+    if (has_entry) {
+      current.fuzzy = fuzzy;
+      entries.push_back(std::move(current));
+    }
+    current = CatalogEntry();
+    fuzzy = has_entry = false;
+    target = nullptr;
+  };
+  auto unquote = [&](std::string_view s) {
+    auto q1 = s.find('"'), q2 = s.rfind('"');
+    if (q1 == std::string_view::npos || q2 == q1)
+      throw Error(path + ":" + std::to_string(no) + ": expected a quoted string");
+    std::string out;
+    for (size_t i = q1 + 1; i < q2; ++i) {
+      if (s[i] != '\\' || i + 1 >= q2) {
+        out.push_back(s[i]);
+        continue;
+      }
+      const char c = s[++i];
+      out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c);
+    }
+    return out;
+  };
+  while (std::getline(in, line)) {
+    ++no;
+    std::string_view l = text::strip_eol(line);
+    if (no == 1) l = text::strip_bom(l);
+    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+    if (l.empty()) {
+      finish();
+      continue;
+    }
+    if (l.rfind("#,", 0) == 0) {  // flags describe the entry that follows
+      if (has_entry) finish();
+      if (l.find("fuzzy") != std::string_view::npos) fuzzy = true;
+      continue;
+    }
+    if (l[0] == '#') continue;
+    if (l[0] == '"') {
+      if (!target) throw Error(path + ":" + std::to_string(no) + ": a string continuation with no keyword before it");
+      *target += unquote(l);
+      continue;
+    }
+    auto keyword = l.substr(0, l.find_first_of(" \t"));
+    // A msgctxt or msgid after a msgstr starts the next entry (blank lines are optional).
+    if ((keyword == "msgctxt" || keyword == "msgid") && !current.msgstr.empty()) finish();
+    has_entry = true;
+    if (keyword == "msgctxt") {
+      current.context = unquote(l);
+      target = &current.context;
+    } else if (keyword == "msgid") {
+      current.msgid = unquote(l);
+      target = &current.msgid;
+    } else if (keyword == "msgid_plural") {
+      current.msgid_plural = unquote(l);
+      target = &current.msgid_plural;
+    } else if (keyword.rfind("msgstr", 0) == 0) {
+      size_t index = 0;
+      if (keyword.size() > 6) {
+        if (keyword[6] != '[' || keyword.back() != ']')
+          throw Error(path + ":" + std::to_string(no) + ": bad keyword '" + std::string(keyword) + "'");
+        index = std::stoul(std::string(keyword.substr(7, keyword.size() - 8)));
+      }
+      if (current.msgstr.size() <= index) current.msgstr.resize(index + 1);
+      current.msgstr[index] = unquote(l);
+      target = &current.msgstr[index];
+    } else {
+      throw Error(path + ":" + std::to_string(no) + ": unknown keyword '" + std::string(keyword) + "'");
+    }
+  }
+  finish();
+  return entries;
+}
+
+std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, GettextReport& r) {
+  std::vector<Pair> pairs;
+  for (const auto& e : entries) {
+    if (e.msgid.empty()) continue;  // the header
+    ++r.entries;
+    if (e.fuzzy) {
+      ++r.fuzzy;
+      continue;
+    }
+    if (e.msgstr.empty() || e.msgstr[0].empty()) {
+      ++r.untranslated;
+      continue;
+    }
+    if (!e.msgid_plural.empty()) ++r.plural;
+    if (!e.context.empty()) ++r.context;
+    std::string source = text::squeeze_spaces(e.msgid), target = text::squeeze_spaces(e.msgstr[0]);
+    if (!text::valid_utf8(source) || !text::valid_utf8(target)) {
+      ++r.unreadable;
+      continue;
+    }
+    strip_mnemonics(source, target);
+    if (sorted_placeholders(source) != sorted_placeholders(target)) {
+      ++r.placeholder_mismatch;
+      continue;
+    }
+    if (source.empty() || target.empty()) {
+      ++r.untranslated;
+      continue;
+    }
+    pairs.push_back({std::move(source), std::move(target)});
+  }
+  r.pairs += pairs.size();
+  return pairs;
+}
+
+std::vector<std::string> find_catalogs(const std::string& lang, const std::vector<std::string>& roots) {
+  std::vector<std::string> found;
+  for (const auto& root : roots) {
+    std::error_code ec;
+    const fs::path messages = fs::path(root) / lang / "LC_MESSAGES";
+    if (fs::is_directory(messages, ec))
+      for (const auto& f : fs::directory_iterator(messages, ec))
+        if (f.path().extension() == ".mo") found.push_back(f.path().string());
+    if (!fs::is_directory(root, ec)) continue;
+    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      const auto& p = it->path();
+      if (p.extension() != ".po") continue;
+      const std::string stem = p.stem().string(), parent = p.parent_path().filename().string();
+      if (stem == lang || parent == lang || stem.size() > lang.size() &&
+          stem.compare(stem.size() - lang.size(), lang.size(), lang) == 0)
+        found.push_back(p.string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
+}
+
+}  // namespace attnkit::data

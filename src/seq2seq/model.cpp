@@ -1,0 +1,186 @@
+#include "attnkit/seq2seq/model.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/options/embedding.h>
+#include <torch/nn/options/rnn.h>
+#include <torch/nn/utils/rnn.h>
+
+#include "attnkit/attention/mask.h"
+
+namespace attnkit::seq2seq {
+namespace {
+
+using torch::nn::Embedding;
+using torch::nn::EmbeddingOptions;
+using torch::nn::GRU;
+using torch::nn::GRUOptions;
+using torch::nn::Linear;
+
+int64_t directions(const Seq2SeqOptions& o) { return o.bidirectional() ? 2 : 1; }
+int64_t memory_size(const Seq2SeqOptions& o) { return o.hidden_size() * directions(o); }
+
+int64_t decoder_input_size(const Seq2SeqOptions& o) {
+  return o.embed_size() + (o.input_feeding() ? o.hidden_size() : 0) +
+         (o.attention() ? 0 : memory_size(o));
+}
+
+}  // namespace
+
+EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
+    : options(o),
+      embedding(EmbeddingOptions(o.source_vocab(), o.embed_size()).padding_idx(0)),
+      gru(GRUOptions(o.embed_size(), o.hidden_size())
+              .num_layers(o.layers())
+              .bidirectional(o.bidirectional())
+              .batch_first(true)
+              .dropout(o.layers() > 1 ? o.dropout() : 0.0)),
+      dropout(o.dropout()),
+      bridge(memory_size(o), o.hidden_size()),
+      self_attention(),
+      self_attention_norm() {
+  register_module("embedding", embedding);
+  register_module("gru", gru);
+  register_module("dropout", dropout);
+  register_module("bridge", bridge);
+  for (int64_t i = 0; i < o.self_attention_layers(); ++i) {
+    self_attention->push_back(
+        MultiheadAttention(MultiheadAttentionOptions(memory_size(o), o.self_attention_heads())));
+    self_attention_norm->push_back(torch::nn::LayerNorm(
+        torch::nn::LayerNormOptions({memory_size(o)})));
+  }
+  register_module("self_attention", self_attention);
+  register_module("self_attention_norm", self_attention_norm);
+}
+
+EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& lengths) {
+  TORCH_CHECK(source.dim() == 2, "Encoder: source must be [B, S] token ids, got ", source.sizes());
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == source.size(0), "Encoder: lengths ",
+              lengths.sizes(), " must be [B] for source ", source.sizes());
+  TORCH_CHECK(lengths.numel() == 0 || lengths.min().item<int64_t>() >= 1,
+              "Encoder: every source needs at least one token");
+  const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
+  auto embedded = dropout(embedding(source));  // [B, S, E]
+  auto packed = torch::nn::utils::rnn::pack_padded_sequence(
+      embedded, lengths.to(at::kCPU).to(at::kLong), /*batch_first=*/true, /*enforce_sorted=*/false);
+  auto [packed_out, h_n] = gru->forward_with_packed_input(packed);
+  auto memory = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
+      packed_out, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/len));  // [B, S, Hm]
+  // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
+  auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
+                    .permute({0, 2, 1, 3})
+                    .reshape({layers, batch, memory_size(options)});  // [layers, B, Hm]
+  auto mask = padding_mask(lengths, len);                              // [B, 1, S]
+  for (size_t i = 0; i < self_attention->size(); ++i) {
+    auto attended = self_attention[i]->as<MultiheadAttention>()->forward(memory, memory, memory, mask);
+    memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(
+        memory + dropout(attended.output));
+  }
+  return {dropout(memory), mask, at::tanh(bridge(finals)), finals[layers - 1]};
+}
+
+DecoderState DecoderState::select(const at::Tensor& index) const {
+  return {hidden.index_select(1, index), feed.index_select(0, index), memory.index_select(0, index),
+          keys.index_select(0, index),   mask.index_select(0, index), summary.index_select(0, index)};
+}
+
+DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
+    : options(o),
+      embedding(EmbeddingOptions(o.target_vocab(), o.embed_size()).padding_idx(0)),
+      gru(GRUOptions(decoder_input_size(o), o.hidden_size())
+              .num_layers(o.layers())
+              .batch_first(true)
+              .dropout(o.layers() > 1 ? o.dropout() : 0.0)),
+      combine(o.hidden_size() + memory_size(o), o.hidden_size()),
+      output(o.hidden_size(), o.target_vocab()),
+      dropout(o.dropout()) {
+  register_module("embedding", embedding);
+  register_module("gru", gru);
+  if (o.attention()) {
+    attention = register_module(
+        "attention", Attention(AttentionOptions(o.hidden_size(), memory_size(o))
+                                   .score(o.score())
+                                   .weighting(o.weighting())
+                                   .hard_gradient(o.hard_gradient())
+                                   .temperature(o.temperature())
+                                   .window(o.window())
+                                   .hidden_size(o.hidden_size())));
+  }
+  register_module("combine", combine);
+  register_module("output", output);
+  register_module("dropout", dropout);
+}
+
+DecoderState DecoderImpl::start(const EncoderOutput& e) {
+  const int64_t batch = e.memory.size(0);
+  DecoderState s;
+  s.hidden = e.state;                                                        // [L, B, H]
+  s.feed = at::zeros({batch, 1, options.hidden_size()}, e.memory.options());  // [B, 1, H]
+  s.memory = e.memory;
+  s.keys = attention ? attention->project_keys(e.memory) : e.memory;  // once per source
+  s.mask = e.mask;
+  s.summary = e.summary;
+  return s;
+}
+
+StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s) {
+  auto input = dropout(embedding(tokens.view({-1, 1})));  // [N, 1, E]
+  std::vector<at::Tensor> parts = {input};
+  if (options.input_feeding()) parts.push_back(s.feed);
+  if (!attention) parts.push_back(s.summary.unsqueeze(1));
+  auto [out, hidden] = gru(at::cat(parts, -1), s.hidden);  // out [N, 1, H]
+  s.hidden = hidden;
+  StepOutput step;
+  at::Tensor context;
+  if (attention) {
+    auto a = attention->attend(out, s.keys, s.memory, s.mask);  // [N, 1, Hm], [N, 1, S]
+    context = a.output;
+    step.attention = a.weights.squeeze(1);
+    if (a.log_prob.defined()) {
+      step.log_prob = a.log_prob.squeeze(1);
+      step.entropy = a.entropy.squeeze(1);
+    }
+  } else {
+    context = s.summary.unsqueeze(1);
+    step.attention = at::zeros({out.size(0), s.memory.size(1)}, out.options());
+  }
+  s.feed = at::tanh(combine(at::cat({out, context}, -1)));  // [N, 1, H]
+  step.logits = output(dropout(s.feed)).squeeze(1);         // [N, V]
+  return step;
+}
+
+Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
+  register_module("encoder", encoder);
+  register_module("decoder", decoder);
+}
+
+ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
+                                   const at::Tensor& target_in, double teacher_forcing) {
+  TORCH_CHECK(target_in.dim() == 2 && target_in.size(0) == source.size(0), "Seq2Seq: target ",
+              target_in.sizes(), " must be [B, T] for source ", source.sizes());
+  auto state = decoder->start(encoder->forward(source, lengths));
+  std::vector<at::Tensor> logits, attention, log_prob, entropy;
+  at::Tensor previous;
+  for (int64_t t = 0; t < target_in.size(1); ++t) {
+    at::Tensor tokens = target_in.select(1, t);  // [B]
+    if (t > 0 && teacher_forcing < 1.0) {
+      auto gold = at::rand({tokens.size(0)}) < teacher_forcing;
+      tokens = at::where(gold, tokens, previous);
+    }
+    auto out = decoder->step(tokens, state);
+    previous = out.logits.argmax(-1).detach();
+    logits.push_back(out.logits);
+    attention.push_back(out.attention);
+    if (out.log_prob.defined()) {
+      log_prob.push_back(out.log_prob);
+      entropy.push_back(out.entropy);
+    }
+  }
+  ForwardOutput f{at::stack(logits, 1), at::stack(attention, 1), {}, {}};  // [B, T, V], [B, T, S]
+  if (!log_prob.empty()) {
+    f.log_prob = at::stack(log_prob, 1);  // [B, T]
+    f.entropy = at::stack(entropy, 1);
+  }
+  return f;
+}
+
+}  // namespace attnkit::seq2seq

@@ -1,0 +1,212 @@
+#include "attnkit/seq2seq/translator.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "attnkit/core/error.h"
+#include "attnkit/io/pt_file.h"
+#include "attnkit/version.h"
+
+namespace attnkit::seq2seq {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void save_config(const std::string& dir, const ModelConfig& c) {
+  const auto& m = c.model;
+  json j = {{"attnkit_version", kVersion},
+            {"source_tokenizer", c.source_tokenizer},
+            {"target_tokenizer", c.target_tokenizer},
+            {"model",
+             {{"source_vocab", m.source_vocab()},
+              {"target_vocab", m.target_vocab()},
+              {"embed_size", m.embed_size()},
+              {"hidden_size", m.hidden_size()},
+              {"layers", m.layers()},
+              {"bidirectional", m.bidirectional()},
+              {"dropout", m.dropout()},
+              {"attention", m.attention()},
+              {"score", to_string(m.score())},
+              {"weighting", to_string(m.weighting())},
+              {"hard_gradient", to_string(m.hard_gradient())},
+              {"temperature", m.temperature()},
+              {"window", m.window()},
+              {"input_feeding", m.input_feeding()},
+              {"self_attention_layers", m.self_attention_layers()},
+              {"self_attention_heads", m.self_attention_heads()}}}};
+  io::write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
+}
+
+ModelConfig load_config(const std::string& dir) {
+  const auto path = (fs::path(dir) / "config.json").string();
+  if (!fs::is_directory(dir)) throw Error(dir + ": no such model directory");
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": missing; is " + dir + " a model directory made by attnkit train?");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  try {
+    const auto& m = j.at("model");
+    ModelConfig c;
+    c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
+    c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
+    c.model = Seq2SeqOptions(m.at("source_vocab").get<int64_t>(), m.at("target_vocab").get<int64_t>())
+                  .embed_size(m.at("embed_size").get<int64_t>())
+                  .hidden_size(m.at("hidden_size").get<int64_t>())
+                  .layers(m.at("layers").get<int64_t>())
+                  .bidirectional(m.at("bidirectional").get<bool>())
+                  .dropout(m.at("dropout").get<double>())
+                  .attention(m.at("attention").get<bool>())
+                  .score(parse_score_kind(m.at("score").get<std::string>()))
+                  .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
+                  .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
+                  .temperature(m.at("temperature").get<double>())
+                  .window(m.at("window").get<int64_t>())
+                  .input_feeding(m.at("input_feeding").get<bool>())
+                  .self_attention_layers(m.at("self_attention_layers").get<int64_t>())
+                  .self_attention_heads(m.at("self_attention_heads").get<int64_t>());
+    return c;
+  } catch (const json::exception& e) {
+    throw Error(path + ": malformed config (" + e.what() + ")");
+  }
+}
+
+void save_weights(Seq2Seq& model, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  model->save(archive);
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot write the weights");
+}
+
+void load_weights(Seq2Seq& model, const std::string& path) {
+  if (!fs::exists(path)) throw Error(path + ": missing model weights");
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    model->load(archive);
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    throw Error(path + ": cannot load the weights into the configured model (" +
+                what.substr(0, what.find('\n')) + ")");
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs) {
+  size_t width = 1;
+  for (const auto& s : seqs) width = std::max(width, s.size());
+  auto ids = at::zeros({static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)}, at::kLong);
+  auto lengths = at::zeros({static_cast<int64_t>(seqs.size())}, at::kLong);
+  auto ids_a = ids.accessor<int64_t, 2>();
+  auto len_a = lengths.accessor<int64_t, 1>();
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t j = 0; j < seqs[i].size(); ++j) ids_a[i][j] = seqs[i][j];
+    len_a[i] = static_cast<int64_t>(seqs[i].size());
+  }
+  return {ids, lengths};
+}
+
+Translator::Translator(const std::string& dir) : dir_(dir) {
+  config_ = load_config(dir);
+  source_vocab_ = data::Vocab::load((fs::path(dir) / "source.vocab").string());
+  target_vocab_ = data::Vocab::load((fs::path(dir) / "target.vocab").string());
+  auto check = [&](size_t have, int64_t want, const char* which) {
+    if (static_cast<int64_t>(have) != want)
+      throw Error(dir + ": " + which + ".vocab has " + std::to_string(have) +
+                  " tokens but config.json says " + std::to_string(want) +
+                  " (the vocabulary does not belong to these weights)");
+  };
+  check(source_vocab_.size(), config_.model.source_vocab(), "source");
+  check(target_vocab_.size(), config_.model.target_vocab(), "target");
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer, dir);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer, dir);
+  model_ = Seq2Seq(config_.model);
+  load_weights(model_, (fs::path(dir) / "model.pt").string());
+  model_->eval();
+}
+
+Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab,
+                       data::Vocab target_vocab)
+    : config_(std::move(config)),
+      model_(std::move(model)),
+      source_vocab_(std::move(source_vocab)),
+      target_vocab_(std::move(target_vocab)) {
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer);
+}
+
+std::vector<Translation> Translator::translate(const std::vector<std::string>& sentences,
+                                               const SearchOptions& options, size_t batch_size) {
+  std::vector<Translation> results(sentences.size());
+  std::vector<std::vector<int64_t>> ids(sentences.size());
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    results[i].source_tokens = source_tok_->tokenize(sentences[i]);
+    ids[i] = source_vocab_.encode(results[i].source_tokens);
+  }
+  // Similar lengths share a batch: less padding, fewer wasted steps.
+  std::vector<size_t> order(sentences.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  batch_size = std::max<size_t>(1, batch_size);
+  for (size_t start = 0; start < order.size(); start += batch_size) {
+    std::vector<size_t> members;
+    std::vector<std::vector<int64_t>> batch;
+    for (size_t i = start; i < std::min(order.size(), start + batch_size); ++i) {
+      if (ids[order[i]].empty()) continue;  // an empty line translates to an empty line
+      members.push_back(order[i]);
+      batch.push_back(ids[order[i]]);
+    }
+    if (members.empty()) continue;
+    auto [source, lengths] = pad_batch(batch);
+    auto hyps = search(model_, source, lengths, options);
+    for (size_t m = 0; m < members.size(); ++m) {
+      auto& r = results[members[m]];
+      const auto& src_tokens = r.source_tokens;
+      const int64_t src_len = static_cast<int64_t>(src_tokens.size());
+      for (size_t h = 0; h < hyps[m].size(); ++h) {
+        const auto& hyp = hyps[m][h];
+        std::vector<std::string> tokens;
+        for (size_t t = 0; t < hyp.tokens.size(); ++t) {
+          std::string token = target_vocab_.token(hyp.tokens[t]);
+          const bool unk = hyp.tokens[t] == data::Vocab::kUnk;
+          const bool placeholder = data::is_placeholder(token);
+          if ((unk || placeholder) && hyp.attention.defined() && src_len > 0) {
+            // Hard attention at inference: copy the source token the step looked at most.
+            auto row = hyp.attention[static_cast<int64_t>(t)].narrow(0, 0, src_len).clone();
+            if (placeholder) {
+              bool any = false;
+              for (int64_t s = 0; s < src_len; ++s) {
+                if (data::is_placeholder(src_tokens[s])) any = true;
+                else row[s] = -1;
+              }
+              if (!any) row = at::Tensor();
+            }
+            if (row.defined()) token = src_tokens[row.argmax().item<int64_t>()];
+          }
+          tokens.push_back(token);
+        }
+        const std::string text = target_tok_->detokenize(tokens);
+        if (h == 0) {
+          r.text = text;
+          r.target_tokens = tokens;
+          r.score = hyp.score;
+          r.attention = hyp.attention.narrow(1, 0, src_len).contiguous();
+        }
+        r.nbest.emplace_back(text, hyp.score);
+      }
+    }
+  }
+  return results;
+}
+
+}  // namespace attnkit::seq2seq

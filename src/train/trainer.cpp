@@ -1,0 +1,309 @@
+#include "attnkit/train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "attnkit/core/error.h"
+#include "attnkit/eval/metrics.h"
+
+namespace attnkit::train {
+namespace fs = std::filesystem;
+using seq2seq::Seq2Seq;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted = true; }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string clock_text(double s) {
+  char buf[32];
+  const int t = static_cast<int>(s);
+  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  return buf;
+}
+
+// A one-line progress bar on stderr: redrawn in place on a terminal, a line every 10 s in a log.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDERR_FILENO)) {}
+  void update(int64_t epoch, int64_t epochs, size_t batch, size_t batches, double tokens_per_s,
+              double loss, double eta) {
+    if (!enabled_) return;
+    const double since = seconds_since(last_);
+    if (since < (tty_ ? 0.25 : 10.0) && batch + 1 != batches) return;
+    last_ = Clock::now();
+    const int width = 24, filled = static_cast<int>(width * (batch + 1) / std::max<size_t>(batches, 1));
+    std::string bar(filled, '=');
+    bar.resize(width, ' ');
+    std::fprintf(stderr, "%sepoch %lld/%lld [%s] %3d%% %7.0f tok/s  loss %.3f  ETA %s%s",
+                 tty_ ? "\r" : "", static_cast<long long>(epoch + 1), static_cast<long long>(epochs),
+                 bar.c_str(), static_cast<int>(100 * (batch + 1) / std::max<size_t>(batches, 1)),
+                 tokens_per_s, loss, clock_text(eta).c_str(), tty_ ? "\033[K" : "\n");
+    std::fflush(stderr);
+  }
+  void end_line() {
+    if (enabled_ && tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool enabled_, tty_;
+  Clock::time_point last_ = Clock::now() - std::chrono::hours(1);
+};
+
+struct Position {
+  int64_t epoch = 0, batch = 0, step = 0, bad_epochs = 0, bad_lr_epochs = 0;
+  double best_bleu = -1, best_loss = 1e30, lr = 0, baseline = 0;
+  bool baseline_set = false;
+};
+
+void save_checkpoint(const std::string& path, Seq2Seq& model, torch::optim::Adam& optimizer,
+                     const Position& p) {
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  model->save(model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("position", at::tensor({p.epoch, p.batch, p.step, p.bad_epochs, p.bad_lr_epochs,
+                                        static_cast<int64_t>(p.baseline_set)}));
+  archive.write("metrics", at::tensor({p.best_bleu, p.best_loss, p.lr, p.baseline}, at::kDouble));
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot write the checkpoint");
+}
+
+Position load_checkpoint(const std::string& path, Seq2Seq& model, torch::optim::Adam& optimizer) {
+  if (!fs::exists(path)) throw Error(path + ": no checkpoint to resume from");
+  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  at::Tensor rng, position, metrics;
+  try {
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    archive.read("optimizer", optimizer_archive);
+    model->load(model_archive);
+    optimizer.load(optimizer_archive);
+    archive.read("rng", rng);
+    archive.read("position", position);
+    archive.read("metrics", metrics);
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    throw Error(path + ": cannot resume (" + what.substr(0, what.find('\n')) + ")");
+  }
+  auto generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(rng);
+  Position p;
+  auto pos = position.accessor<int64_t, 1>();
+  auto met = metrics.accessor<double, 1>();
+  p.epoch = pos[0];
+  p.batch = pos[1];
+  p.step = pos[2];
+  p.bad_epochs = pos[3];
+  p.bad_lr_epochs = pos[4];
+  p.baseline_set = pos[5] != 0;
+  p.best_bleu = met[0];
+  p.best_loss = met[1];
+  p.lr = met[2];
+  p.baseline = met[3];
+  return p;
+}
+
+void set_lr(torch::optim::Adam& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups())
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+}
+
+double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t batch_size) {
+  if (valid.empty()) return 0;
+  torch::NoGradGuard no_grad;
+  model->eval();
+  double total = 0;
+  int64_t tokens = 0;
+  for (size_t start = 0; start < valid.size(); start += batch_size) {
+    std::vector<size_t> members;
+    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i) members.push_back(i);
+    auto b = collate(valid, members);
+    auto out = model->forward(b.source, b.lengths, b.target_in);
+    total += sequence_loss(out.logits, b.target_out, 0.0).item<double>() * b.target_tokens;
+    tokens += b.target_tokens;
+  }
+  model->train();
+  return total / std::max<int64_t>(tokens, 1);
+}
+
+}  // namespace
+
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing) {
+  auto log_probs = at::log_softmax(logits, -1);                          // [B, T, V]
+  auto nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1);   // [B, T]
+  auto loss = smoothing > 0 ? (1 - smoothing) * nll - smoothing * log_probs.mean(-1) : nll;
+  auto mask = (target != data::Vocab::kPad).to(loss.scalar_type());
+  return (loss * mask).sum() / mask.sum().clamp_min(1);
+}
+
+TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
+                        const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                        const TrainData& data, const TrainOptions& o) {
+  if (data.train.empty()) throw Error("train: no training pairs left after filtering");
+  fs::create_directories(o.model_dir);
+  const std::string checkpoint = (fs::path(o.model_dir) / "checkpoint.pt").string();
+  const std::string best_path = (fs::path(o.model_dir) / "model.pt").string();
+  const bool reinforce = config.model.weighting() == WeightingKind::Hard &&
+                         config.model.hard_gradient() == HardGradient::Reinforce;
+
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
+  Position p;
+  p.lr = o.learning_rate;
+  if (o.resume) {
+    p = load_checkpoint(checkpoint, model, optimizer);
+    set_lr(optimizer, p.lr);
+  } else {
+    at::manual_seed(static_cast<uint64_t>(o.seed));
+  }
+  std::ofstream log((fs::path(o.model_dir) / "metrics.jsonl").string(),
+                    o.resume ? std::ios::app : std::ios::trunc);
+  auto previous_handler = std::signal(SIGINT, on_sigint);
+  g_interrupted = false;
+
+  TrainResult result;
+  Progress progress(o.progress);
+  const auto started = Clock::now();
+  int64_t tokens_done = 0;
+  model->train();
+  bool stop = false;
+  for (; p.epoch < o.epochs && !stop; ++p.epoch, p.batch = 0) {
+    const auto batches = make_batches(data.train, o.batch_size, o.seed, p.epoch);
+    double loss_sum = 0;
+    int64_t loss_tokens = 0;
+    const auto epoch_started = Clock::now();
+    int64_t epoch_tokens = 0;
+    for (; p.batch < static_cast<int64_t>(batches.size()); ++p.batch) {
+      if (g_interrupted) { result.stopped_because = "interrupted"; stop = true; break; }
+      if (o.time_limit > 0 && seconds_since(started) >= o.time_limit) { result.stopped_because = "time limit"; stop = true; break; }
+      if (o.max_steps > 0 && result.steps >= o.max_steps) { result.stopped_because = "max steps"; stop = true; break; }
+      auto b = collate(data.train, batches[p.batch]);
+      optimizer.zero_grad();
+      auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing);
+      auto loss = sequence_loss(out.logits, b.target_out, o.label_smoothing);
+      auto objective = loss;
+      if (reinforce && out.log_prob.defined()) {
+        // Xu et al. (2015): reward = -per-sentence NLL, a moving-average baseline, entropy bonus.
+        auto mask = (b.target_out != data::Vocab::kPad).to(at::kFloat);
+        auto nll = -at::log_softmax(out.logits.detach(), -1).gather(-1, b.target_out.unsqueeze(-1)).squeeze(-1);
+        auto reward = -(nll * mask).sum(1) / mask.sum(1).clamp_min(1);  // [B]
+        const double mean_reward = reward.mean().item<double>();
+        if (!p.baseline_set) { p.baseline = mean_reward; p.baseline_set = true; }
+        auto advantage = (reward - p.baseline).unsqueeze(1);               // [B, 1]
+        const double ntok = mask.sum().item<double>();
+        objective = objective - (advantage * out.log_prob * mask).sum() / ntok -
+                    o.entropy_bonus * (out.entropy * mask).sum() / ntok;
+        p.baseline = o.baseline_momentum * p.baseline + (1 - o.baseline_momentum) * mean_reward;
+      }
+      objective.backward();
+      if (o.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
+      optimizer.step();
+      ++p.step;
+      ++result.steps;
+      const double l = loss.item<double>();
+      loss_sum += l * b.target_tokens;
+      loss_tokens += b.target_tokens;
+      tokens_done += b.target_tokens;
+      epoch_tokens += b.target_tokens;
+      const double elapsed = seconds_since(epoch_started);
+      const double rate = epoch_tokens / std::max(elapsed, 1e-9);
+      const double eta = elapsed / (p.batch + 1) * (batches.size() - p.batch - 1);
+      progress.update(p.epoch, o.epochs, p.batch, batches.size(), rate, l, eta);
+      if (o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0) {
+        Position next = p;
+        ++next.batch;
+        save_checkpoint(checkpoint, model, optimizer, next);
+      }
+    }
+    progress.end_line();
+    result.last_train_loss = loss_tokens ? loss_sum / loss_tokens : 0;
+    if (stop) break;
+
+    // End of epoch: validate, keep the best, adapt the learning rate, maybe stop.
+    const double valid_loss = validation_loss(model, data.valid, o.batch_size);
+    double bleu = -1;
+    if (!data.valid_sources.empty()) {
+      const size_t n = std::min(o.valid_bleu_sentences, data.valid_sources.size());
+      std::vector<std::string> sources(data.valid_sources.begin(), data.valid_sources.begin() + n);
+      std::vector<std::string> refs(data.valid_references.begin(), data.valid_references.begin() + n);
+      seq2seq::Translator translator(config, model, source_vocab, target_vocab);
+      seq2seq::SearchOptions greedy;
+      greedy.beam_size = 1;
+      std::vector<std::string> hyps;
+      for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
+      eval::BleuOptions bo;
+      bo.tokenize = o.bleu_tokenize;
+      bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
+      model->train();
+    }
+    const bool better = bleu > p.best_bleu + 1e-9 || (bleu == p.best_bleu && valid_loss < p.best_loss);
+    if (better || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
+    if (better) {
+      p.best_bleu = bleu;
+      p.best_loss = std::min(p.best_loss, valid_loss);
+      p.bad_epochs = p.bad_lr_epochs = 0;
+    } else {
+      ++p.bad_epochs;
+      if (++p.bad_lr_epochs > o.lr_patience) {
+        p.lr *= o.lr_decay;
+        set_lr(optimizer, p.lr);
+        p.bad_lr_epochs = 0;
+      }
+    }
+    const double tps = epoch_tokens / std::max(seconds_since(epoch_started), 1e-9);
+    nlohmann::json line = {{"epoch", p.epoch + 1}, {"step", p.step},
+                           {"train_loss", result.last_train_loss}, {"valid_loss", valid_loss},
+                           {"valid_bleu", bleu}, {"lr", p.lr}, {"target_tokens_per_s", tps},
+                           {"elapsed_s", seconds_since(started)}, {"best", better}};
+    log << line.dump() << "\n" << std::flush;
+    if (o.progress)
+      std::fprintf(stderr, "epoch %lld: train loss %.4f, valid loss %.4f, valid BLEU %.2f%s\n",
+                   static_cast<long long>(p.epoch + 1), result.last_train_loss, valid_loss, bleu,
+                   better ? " (best)" : "");
+    ++result.epochs_done;
+    Position next = p;
+    ++next.epoch;
+    next.batch = 0;
+    save_checkpoint(checkpoint, model, optimizer, next);
+    if (o.early_stop > 0 && p.bad_epochs >= o.early_stop) {
+      result.stopped_because = "early stopping";
+      ++p.epoch;
+      break;
+    }
+  }
+  if (stop) {
+    save_checkpoint(checkpoint, model, optimizer, p);
+    if (!fs::exists(best_path)) seq2seq::save_weights(model, best_path);
+  }
+  if (result.stopped_because.empty()) result.stopped_because = "epochs";
+  std::signal(SIGINT, previous_handler);
+  result.best_valid_bleu = p.best_bleu;
+  result.best_valid_loss = p.best_loss;
+  result.train_seconds = seconds_since(started);
+  result.target_tokens_per_second = tokens_done / std::max(result.train_seconds, 1e-9);
+  return result;
+}
+
+}  // namespace attnkit::train
