@@ -14,5 +14,10 @@ struct Command {
 
 Command add_info_command(CLI::App& parent);
 Command add_attend_command(CLI::App& parent);
+Command add_corpus_command(CLI::App& parent);
+Command add_train_command(CLI::App& parent);
+Command add_translate_command(CLI::App& parent);
+Command add_eval_command(CLI::App& parent);
+Command add_bleu_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -18,8 +18,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Intra-op threads (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber);
 
-  std::vector<attnkit::cli::Command> commands = {attnkit::cli::add_info_command(app),
-                                                 attnkit::cli::add_attend_command(app)};
+  namespace cli = attnkit::cli;
+  std::vector<cli::Command> commands = {
+      cli::add_info_command(app),      cli::add_attend_command(app), cli::add_corpus_command(app),
+      cli::add_train_command(app),     cli::add_translate_command(app),
+      cli::add_eval_command(app),      cli::add_bleu_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

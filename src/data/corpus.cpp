@@ -57,7 +57,12 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options,
       continue;
     }
     if (options.reverse) std::swap(first, second);
-    pairs.push_back({std::move(first), std::move(second)});
+    std::string extra;
+    if (tab2 != std::string_view::npos) {
+      auto rest = line.substr(tab2 + 1);
+      extra = std::string(rest.substr(0, rest.find('\t')));
+    }
+    pairs.push_back({std::move(first), std::move(second), std::move(extra)});
   }
   if (in.bad()) throw Error(path + ": read error");
   r.pairs += pairs.size();
@@ -66,7 +71,8 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options,
 
 void write_tsv(const std::string& path, const std::vector<Pair>& pairs) {
   std::string out;
-  for (const auto& p : pairs) out += p.source + "\t" + p.target + "\n";
+  for (const auto& p : pairs)
+    out += p.source + "\t" + p.target + (p.extra.empty() ? "" : "\t" + p.extra) + "\n";
   io::write_file_atomic(path, out);
 }
 

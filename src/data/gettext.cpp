@@ -80,15 +80,17 @@ std::vector<CatalogEntry> read_mo(const std::string& path) {
     std::memcpy(&v, data.data() + off, 4);
     return swap ? __builtin_bswap32(v) : v;
   };
-  const uint32_t n = u32(8), originals = u32(12), translations = u32(16);
-  auto string_at = [&](uint32_t table, uint32_t i) {
+  const uint64_t n = u32(8), originals = u32(12), translations = u32(16);
+  if (originals + 8 * n > data.size() || translations + 8 * n > data.size())
+    fail("the string tables run past the end");
+  auto string_at = [&](uint64_t table, uint64_t i) {
     const uint32_t len = u32(table + 8 * i), off = u32(table + 8 * i + 4);
     if (static_cast<uint64_t>(off) + len > data.size()) fail("string past the end");
     return data.substr(off, len);
   };
   std::vector<CatalogEntry> entries;
   entries.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint64_t i = 0; i < n; ++i) {
     CatalogEntry e;
     std::string id = string_at(originals, i);
     auto eot = id.find('\x04');  // msgctxt EOT msgid

@@ -1,9 +1,16 @@
 #include "attnkit/data/tokenizer.h"
 
-#include <dlfcn.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -128,81 +135,126 @@ class ChineseTokenizer : public Tokenizer {
   std::string spec() const override { return "zh"; }
 };
 
-// SentencePiece lives in a plugin (see spm_plugin.cpp for why); this loads it once.
-class SpmPlugin {
- public:
-  using Emit = void (*)(void*, const char*, size_t);
-  void* (*load)(const char*, char*, size_t) = nullptr;
-  void (*free)(void*) = nullptr;
-  int (*encode)(void*, const char*, size_t, Emit, void*) = nullptr;
-  int (*decode)(void*, const char* const*, const size_t*, size_t, Emit, void*) = nullptr;
-  int (*train)(const char*, char*, size_t) = nullptr;
-
-  static const SpmPlugin& get() {
-    static const SpmPlugin plugin;
-    return plugin;
-  }
-
- private:
-  SpmPlugin() {
-    const char* override_path = std::getenv("ATTNKIT_SPM_PLUGIN");
-    const std::string path = override_path ? override_path : ATTNKIT_SPM_PLUGIN_PATH;
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (!lib) throw Error("cannot load the SentencePiece plugin " + path + " (" + dlerror() + ")");
-    auto sym = [&](const char* name) {
-      void* f = dlsym(lib, name);
-      if (!f) throw Error(path + ": missing " + name);
-      return f;
-    };
-    load = reinterpret_cast<decltype(load)>(sym("attnkit_spm_load"));
-    free = reinterpret_cast<decltype(free)>(sym("attnkit_spm_free"));
-    encode = reinterpret_cast<decltype(encode)>(sym("attnkit_spm_encode"));
-    decode = reinterpret_cast<decltype(decode)>(sym("attnkit_spm_decode"));
-    train = reinterpret_cast<decltype(train)>(sym("attnkit_spm_train"));
-  }
-};
-
-void append_piece(void* context, const char* text, size_t size) {
-  static_cast<std::vector<std::string>*>(context)->emplace_back(text, size);
+std::string spm_helper() {
+  if (const char* path = std::getenv("ATTNKIT_SPM_HELPER")) return path;
+  if (std::filesystem::exists(ATTNKIT_SPM_HELPER)) return ATTNKIT_SPM_HELPER;
+  std::error_code ec;  // an installed attnkit keeps the helper beside itself
+  auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "attnkit-spm";
+  if (!ec && std::filesystem::exists(beside)) return beside.string();
+  throw Error(std::string("cannot find the SentencePiece helper attnkit-spm (looked at ") +
+              ATTNKIT_SPM_HELPER + "; set ATTNKIT_SPM_HELPER)");
 }
+
+// Runs `argv` with stdin and stdout on one end of a socket pair; returns (pid, our end).
+std::pair<pid_t, int> spawn_with_socket(const std::vector<std::string>& args) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    throw Error(std::string("socketpair failed: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw Error("cannot run " + args[0] + ": " + std::strerror(rc));
+  }
+  return {pid, fds[0]};
+}
+
+constexpr char kSep = '\x1f', kFail = '\x15';
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const std::string& path) : path_(path), plugin_(SpmPlugin::get()) {
-    char error[512] = "";
-    handle_ = plugin_.load(path.c_str(), error, sizeof error);
-    if (!handle_) throw Error(path + ": cannot load the SentencePiece model (" + error + ")");
+  explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
+    if (!std::filesystem::exists(path)) throw Error(path + ": no such SentencePiece model");
+    std::tie(pid_, fd_) = spawn_with_socket({spm_helper(), "serve", path});
+    const auto ready = read_line();
+    if (ready != "ready") {
+      close_helper();
+      throw Error(path + ": cannot load the SentencePiece model (" +
+                  (ready.empty() ? std::string("the helper exited") : ready.substr(1)) + ")");
+    }
   }
-  ~SentencePieceTokenizer() override { plugin_.free(handle_); }
+  ~SentencePieceTokenizer() override { close_helper(); }
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
   std::vector<std::string> tokenize(std::string_view s) const override {
+    std::string text(s);
+    for (auto& c : text)
+      if (c == '\n' || c == '\r' || c == kSep) c = ' ';
+    const auto reply = request("E" + text);
     std::vector<std::string> pieces;
-    if (plugin_.encode(handle_, s.data(), s.size(), append_piece, &pieces) != 0)
-      throw Error(path_ + ": SentencePiece could not encode a sentence");
-    return pieces;
-  }
-  std::string detokenize(const std::vector<std::string>& tokens) const override {
-    std::vector<const char*> data;
-    std::vector<size_t> sizes;
-    for (const auto& t : tokens) {
-      data.push_back(t.data());
-      sizes.push_back(t.size());
+    if (reply.empty()) return pieces;
+    size_t start = 0;
+    while (true) {
+      const auto end = reply.find(kSep, start);
+      pieces.push_back(reply.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) return pieces;
+      start = end + 1;
     }
-    std::vector<std::string> out;
-    if (plugin_.decode(handle_, data.data(), sizes.data(), tokens.size(), append_piece, &out) != 0 || out.empty())
-      throw Error(path_ + ": SentencePiece could not decode");
-    return out[0];
   }
+
+  std::string detokenize(const std::vector<std::string>& tokens) const override {
+    std::string line = "D";
+    for (size_t i = 0; i < tokens.size(); ++i) line += (i ? std::string(1, kSep) : "") + tokens[i];
+    return request(line);
+  }
+
   std::string spec() const override {
     return "spm:" + std::filesystem::path(path_).filename().string();
   }
 
  private:
+  std::string request(const std::string& line) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string out = line + "\n";
+    for (size_t sent = 0; sent < out.size();) {
+      const ssize_t n = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw Error(path_ + ": the SentencePiece helper went away");
+      sent += static_cast<size_t>(n);
+    }
+    auto reply = read_line();
+    if (!reply.empty() && reply[0] == kFail) throw Error(path_ + ": SentencePiece: " + reply.substr(1));
+    return reply;
+  }
+
+  std::string read_line() const {
+    while (true) {
+      const auto nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      char chunk[4096];
+      const ssize_t n = read(fd_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw Error(path_ + ": the SentencePiece helper went away");
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  void close_helper() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+
   std::string path_;
-  const SpmPlugin& plugin_;
-  void* handle_ = nullptr;
+  pid_t pid_ = 0;
+  int fd_ = -1;
+  mutable std::mutex mutex_;
+  mutable std::string buffer_;
 };
 
 }  // namespace
@@ -278,7 +330,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec, const std::st
 }
 
 void train_sentencepiece(const std::vector<std::string>& sentences, const std::string& prefix,
-                         int vocab_size, uint64_t seed) {
+                         int vocab_size) {
   const std::string input = prefix + ".train.txt";
   {
     std::ofstream out(input, std::ios::binary);
@@ -289,13 +341,22 @@ void train_sentencepiece(const std::vector<std::string>& sentences, const std::s
   const std::string args = "--input=" + input + " --model_prefix=" + prefix +
                            " --vocab_size=" + std::to_string(vocab_size) +
                            " --model_type=unigram --character_coverage=0.9995"
+                           // One thread keeps training deterministic.
                            " --hard_vocab_limit=false --num_threads=1 --minloglevel=2"
-                           " --random_seed=" + std::to_string(seed % 4294967295u) +
                            " --user_defined_symbols=%s,%d,%u,%ld,%lu,%%,%1$s,%2$s";
-  char error[512] = "";
-  const int failed = SpmPlugin::get().train(args.c_str(), error, sizeof error);
+  std::vector<std::string> argv = {spm_helper(), "train"};
+  for (std::istringstream words(args); !words.eof();) {
+    std::string w;
+    words >> w;
+    if (!w.empty()) argv.push_back(w);
+  }
+  auto [pid, fd] = spawn_with_socket(argv);
+  close(fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
   std::remove(input.c_str());
-  if (failed) throw Error(prefix + ": SentencePiece training failed (" + error + ")");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(prefix + ": SentencePiece training failed (see the messages above)");
 }
 
 }  // namespace attnkit::data

@@ -202,8 +202,10 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
     }
   }
   double smooth_mteval = 1, log_sum = 0;
+  int order = 4;
   for (int n = 0; n < 4; ++n) {
     if (b.totals[n] == 0) break;
+    if (o.effective_order) order = n + 1;
     if (b.counts[n] == 0) {
       if (o.smooth == "exp") {
         smooth_mteval *= 2;
@@ -215,10 +217,10 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
       b.precisions[n] = 100.0 * b.counts[n] / b.totals[n];
     }
   }
-  for (double p : b.precisions) log_sum += p > 0 ? std::log(p) : -9999999999.0;
+  for (int n = 0; n < order; ++n) log_sum += b.precisions[n] > 0 ? std::log(b.precisions[n]) : -9999999999.0;
   b.bp = b.sys_len < b.ref_len ? (b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / b.sys_len) : 0.0)
                                : 1.0;
-  b.score = b.bp * std::exp(log_sum / 4);
+  b.score = b.bp * std::exp(log_sum / order);
   return b;
 }
 

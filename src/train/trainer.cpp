@@ -258,7 +258,10 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
       model->train();
     }
-    const bool better = bleu > p.best_bleu + 1e-9 || (bleu == p.best_bleu && valid_loss < p.best_loss);
+    // Without validation data there is nothing to compare: keep the latest weights, never decay.
+    const bool validated = !data.valid.empty() || !data.valid_sources.empty();
+    const bool better = !validated || bleu > p.best_bleu + 1e-9 ||
+                        (bleu == p.best_bleu && valid_loss < p.best_loss);
     if (better || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
     if (better) {
       p.best_bleu = bleu;

@@ -12,6 +12,7 @@ namespace attnkit::data {
 struct Pair {
   std::string source;
   std::string target;
+  std::string extra;  // the third column, if any (an attribution, or a gold alignment)
   bool operator==(const Pair& o) const { return source == o.source && target == o.target; }
 };
 

@@ -36,8 +36,9 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
 // base_dir). Throws attnkit::Error on an unknown spec.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec, const std::string& base_dir = "");
 
-// Trains a SentencePiece (unigram) model on `sentences`; writes <prefix>.model and .vocab.
+// Trains a SentencePiece (unigram) model on `sentences`, single-threaded so the same input gives
+// the same model; writes <prefix>.model and .vocab. Common placeholders stay single pieces.
 void train_sentencepiece(const std::vector<std::string>& sentences, const std::string& prefix,
-                         int vocab_size, uint64_t seed);
+                         int vocab_size);
 
 }  // namespace attnkit::data

@@ -20,6 +20,8 @@ struct BleuOptions {
   std::string smooth = "exp";  // exp | floor | none
   double smooth_value = 0.1;   // for floor
   bool lowercase = false;
+  // Average only over the n-gram orders the hypotheses have (sacreBLEU's use_effective_order).
+  bool effective_order = false;
 };
 
 struct BleuScore {

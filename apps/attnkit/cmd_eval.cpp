@@ -1,0 +1,177 @@
+// `attnkit eval` (a model on a test set) and `attnkit bleu` (hypotheses against references).
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "attnkit/core/error.h"
+#include "attnkit/data/corpus.h"
+#include "attnkit/data/synthetic.h"
+#include "attnkit/data/text.h"
+#include "attnkit/eval/metrics.h"
+#include "attnkit/seq2seq/translator.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model, baseline, test, tokenize = "auto";
+  seq2seq::SearchOptions search;
+  size_t bucket = 10, examples = 3;
+  bool reverse = false;
+  // bleu
+  std::string ref, hyp;
+  bool lowercase = false;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream file;
+  if (!path.empty()) {
+    file.open(path, std::ios::binary);
+    if (!file) throw Error(path + ": cannot open");
+  }
+  std::istream& in = path.empty() ? std::cin : file;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.emplace_back(text::strip_eol(line));
+  if (!lines.empty()) lines[0] = std::string(text::strip_bom(lines[0]));
+  return lines;
+}
+
+struct Scored {
+  std::vector<std::string> hyps;
+  std::vector<seq2seq::Translation> translations;
+};
+
+// Strongest alignments: for each target token, the source token it attends to most.
+std::string alignments_of(const seq2seq::Translation& t) {
+  std::string out;
+  if (!t.attention.defined() || t.attention.numel() == 0) return out;
+  for (size_t j = 0; j < t.target_tokens.size() && static_cast<int64_t>(j) < t.attention.size(0); ++j) {
+    auto row = t.attention[static_cast<int64_t>(j)];
+    const int64_t i = row.argmax().item<int64_t>();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.2f)", row[i].item<float>());
+    out += "    " + t.target_tokens[j] + " <- " + t.source_tokens[i] + buf + "\n";
+  }
+  return out;
+}
+
+int run_eval(const EvalArgs& a) {
+  data::TsvOptions tsv;
+  tsv.reverse = a.reverse;
+  data::ReadReport report;
+  auto pairs = data::read_tsv(a.test, tsv, &report);
+  for (const auto& p : report.problems) std::cerr << "warning: " << p << " (skipped)\n";
+  if (pairs.empty()) throw Error(a.test + ": no test pairs");
+  std::vector<std::string> sources, refs;
+  for (const auto& p : pairs) {
+    sources.push_back(p.source);
+    refs.push_back(p.target);
+  }
+  auto score_model = [&](const std::string& dir) {
+    seq2seq::Translator translator(dir);
+    Scored s;
+    s.translations = translator.translate(sources, a.search, 32);
+    for (const auto& t : s.translations) s.hyps.push_back(t.text);
+    return std::make_pair(std::move(s), translator.config().target_tokenizer);
+  };
+  auto [main, target_tok] = score_model(a.model);
+  eval::BleuOptions bo;
+  bo.tokenize = a.tokenize == "auto" ? (target_tok == "zh" ? "zh" : "13a") : a.tokenize;
+  const auto bleu = eval::corpus_bleu(main.hyps, {refs}, bo);
+  std::printf("%s\n", bleu.format().c_str());
+  std::printf("chrF2 = %.2f\n", eval::corpus_chrf(main.hyps, refs));
+
+  Scored base;
+  if (!a.baseline.empty()) {
+    base = score_model(a.baseline).first;
+    std::printf("baseline: %s, chrF2 = %.2f\n", eval::corpus_bleu(base.hyps, {refs}, bo).format().c_str(),
+                eval::corpus_chrf(base.hyps, refs));
+  }
+  // BLEU by source length, the shape of Bahdanau et al. (2015), Figure 2.
+  std::map<size_t, std::vector<size_t>> buckets;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    buckets[main.translations[i].source_tokens.size() / a.bucket * a.bucket].push_back(i);
+  std::printf("\nsource length  sentences  BLEU%s\n", a.baseline.empty() ? "" : "  baseline BLEU");
+  for (const auto& [start, members] : buckets) {
+    std::vector<std::string> h, r, hb;
+    for (size_t i : members) {
+      h.push_back(main.hyps[i]);
+      r.push_back(refs[i]);
+      if (!a.baseline.empty()) hb.push_back(base.hyps[i]);
+    }
+    std::printf("%5zu-%-6zu %10zu  %5.2f", start, start + a.bucket - 1, members.size(),
+                eval::corpus_bleu(h, {r}, bo).score);
+    if (!a.baseline.empty()) std::printf("  %13.2f", eval::corpus_bleu(hb, {r}, bo).score);
+    std::printf("\n");
+  }
+  // Alignment error rate where the test set carries gold alignments (third column).
+  double aer_sum = 0;
+  size_t aer_n = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (pairs[i].extra.empty()) continue;
+    eval::Alignment gold;
+    try {
+      gold = data::parse_alignment(pairs[i].extra);
+    } catch (const Error&) {
+      continue;  // an attribution column, not an alignment
+    }
+    const auto& t = main.translations[i];
+    eval::Alignment predicted;
+    for (int64_t j = 0; j < t.attention.size(0) && j < static_cast<int64_t>(t.target_tokens.size()); ++j)
+      predicted.insert({static_cast<int>(t.attention[j].argmax().item<int64_t>()), static_cast<int>(j)});
+    aer_sum += eval::alignment_error_rate(predicted, gold, gold);
+    ++aer_n;
+  }
+  if (aer_n) std::printf("\nalignment error rate (attention argmax vs gold, %zu sentences): %.4f\n", aer_n, aer_sum / aer_n);
+  for (size_t i = 0; i < std::min(a.examples, pairs.size()); ++i) {
+    const auto& t = main.translations[i];
+    std::printf("\nsource:      %s\nreference:   %s\ntranslation: %s\n", sources[i].c_str(), refs[i].c_str(),
+                t.text.c_str());
+    std::printf("  strongest alignments:\n%s", alignments_of(t).c_str());
+  }
+  return 0;
+}
+
+int run_bleu(const EvalArgs& a) {
+  auto refs = read_lines(a.ref), hyps = read_lines(a.hyp);
+  eval::BleuOptions bo;
+  bo.tokenize = a.tokenize == "auto" ? "13a" : a.tokenize;
+  bo.lowercase = a.lowercase;
+  std::printf("%s\n", eval::corpus_bleu(hyps, {refs}, bo).format().c_str());
+  std::printf("chrF2 = %.2f\n", eval::corpus_chrf(hyps, refs));
+  return 0;
+}
+
+}  // namespace
+
+Command add_eval_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("eval", "BLEU, chrF, BLEU by length and AER of a model on a test set");
+  auto a = std::make_shared<EvalArgs>();
+  app->add_option("--model", a->model, "Model directory")->required();
+  app->add_option("--test", a->test, "Test pairs, source<TAB>target[<TAB>gold alignment]")->required();
+  app->add_option("--baseline", a->baseline, "A second model (e.g. --no-attention) to compare by length");
+  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | none")->capture_default_str();
+  app->add_option("--beam", a->search.beam_size)->capture_default_str();
+  app->add_option("--bucket", a->bucket, "Source-length bucket width")->capture_default_str();
+  app->add_option("--examples", a->examples, "Translations to show")->capture_default_str();
+  app->add_flag("--reverse", a->reverse);
+  return {app, [a] { return run_eval(*a); }};
+}
+
+Command add_bleu_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("bleu", "Corpus BLEU and chrF, as sacreBLEU computes them");
+  auto a = std::make_shared<EvalArgs>();
+  app->add_option("--ref", a->ref, "References, one a line")->required();
+  app->add_option("--hyp", a->hyp, "Hypotheses (default: stdin)");
+  app->add_option("--tokenize", a->tokenize, "13a | zh | none")->capture_default_str();
+  app->add_flag("--lowercase", a->lowercase);
+  return {app, [a] { return run_bleu(*a); }};
+}
+
+}  // namespace attnkit::cli

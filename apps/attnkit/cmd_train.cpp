@@ -1,0 +1,213 @@
+// `attnkit train`: the second note's Seq2Seq with attention on a parallel corpus.
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "attnkit/core/error.h"
+#include "attnkit/data/corpus.h"
+#include "attnkit/data/tokenizer.h"
+#include "attnkit/data/vocab.h"
+#include "attnkit/seq2seq/translator.h"
+#include "attnkit/train/trainer.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct TrainArgs {
+  std::string train, valid;
+  std::string source_tokenizer = "en-lower", target_tokenizer = "zh";
+  int spm_vocab = 4000;
+  size_t min_freq = 1, max_vocab = 0, max_len = 50;
+  bool reverse = false, strict = false;
+  int64_t embed = 128, hidden = 256, layers = 1, self_attention_layers = 0, heads = 4, window = 4;
+  bool unidirectional = false, no_attention = false, no_input_feeding = false;
+  double dropout = 0.1, temperature = 1.0;
+  std::string score = "bahdanau", weighting = "soft", hard_gradient = "straight-through";
+  train::TrainOptions options;
+  bool quiet = false;
+};
+
+std::string bleu_tokenizer_for(const std::string& spec) { return spec == "zh" ? "zh" : "13a"; }
+
+// "spm" means: train a SentencePiece model on this side of the training data.
+std::string resolve_tokenizer(const std::string& spec, const std::vector<data::Pair>& pairs,
+                              bool source, const TrainArgs& a) {
+  const std::string name = source ? "source" : "target";
+  if (spec == "spm") {
+    std::vector<std::string> sentences;
+    for (const auto& p : pairs) sentences.push_back(source ? p.source : p.target);
+    const auto prefix = (fs::path(a.options.model_dir) / (name + ".spm")).string();
+    data::train_sentencepiece(sentences, prefix, a.spm_vocab);
+    return "spm:" + name + ".spm.model";
+  }
+  if (spec.rfind("spm:", 0) == 0) {  // keep the model inside the model directory
+    const fs::path model = spec.substr(4);
+    const auto dest = fs::path(a.options.model_dir) / (name + ".spm.model");
+    if (fs::absolute(model) != fs::absolute(dest)) fs::copy_file(model, dest, fs::copy_options::overwrite_existing);
+    return "spm:" + name + ".spm.model";
+  }
+  data::make_tokenizer(spec);  // validates the name
+  return spec;
+}
+
+std::vector<train::Example> encode(const std::vector<data::Pair>& pairs, const data::Tokenizer& st,
+                                   const data::Tokenizer& tt, const data::Vocab& sv,
+                                   const data::Vocab& tv, size_t max_len, size_t* dropped) {
+  std::vector<train::Example> out;
+  for (const auto& p : pairs) {
+    auto s = sv.encode(st.tokenize(p.source)), t = tv.encode(tt.tokenize(p.target));
+    if (s.empty() || t.empty() || s.size() > max_len || t.size() > max_len) {
+      if (dropped) ++*dropped;
+      continue;
+    }
+    out.push_back({std::move(s), std::move(t)});
+  }
+  return out;
+}
+
+int run(TrainArgs a) {
+  auto& o = a.options;
+  if (o.model_dir.empty()) throw Error("train: --model-dir is required");
+  o.progress = !a.quiet;
+  data::TsvOptions tsv;
+  tsv.reverse = a.reverse;
+  tsv.strict = a.strict;
+  data::ReadReport train_report, valid_report;
+  auto train_pairs = data::read_tsv(a.train, tsv, &train_report);
+  std::vector<data::Pair> valid_pairs;
+  if (!a.valid.empty()) valid_pairs = data::read_tsv(a.valid, tsv, &valid_report);
+  for (const auto* r : {&train_report, &valid_report}) {
+    for (const auto& p : r->problems) std::cerr << "warning: " << p << " (skipped)\n";
+    if (r->skipped > r->problems.size())
+      std::cerr << "warning: " << r->skipped - r->problems.size() << " more malformed lines skipped\n";
+  }
+  fs::create_directories(o.model_dir);
+
+  seq2seq::ModelConfig config;
+  data::Vocab source_vocab, target_vocab;
+  if (o.resume) {
+    config = seq2seq::load_config(o.model_dir);
+    source_vocab = data::Vocab::load((fs::path(o.model_dir) / "source.vocab").string());
+    target_vocab = data::Vocab::load((fs::path(o.model_dir) / "target.vocab").string());
+  } else {
+    config.source_tokenizer = resolve_tokenizer(a.source_tokenizer, train_pairs, true, a);
+    config.target_tokenizer = resolve_tokenizer(a.target_tokenizer, train_pairs, false, a);
+  }
+  auto st = data::make_tokenizer(config.source_tokenizer, o.model_dir);
+  auto tt = data::make_tokenizer(config.target_tokenizer, o.model_dir);
+  if (!o.resume) {
+    std::vector<std::vector<std::string>> src, tgt;
+    for (const auto& p : train_pairs) {
+      src.push_back(st->tokenize(p.source));
+      tgt.push_back(tt->tokenize(p.target));
+    }
+    source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
+    target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
+    config.model = seq2seq::Seq2SeqOptions(source_vocab.size(), target_vocab.size())
+                       .embed_size(a.embed)
+                       .hidden_size(a.hidden)
+                       .layers(a.layers)
+                       .bidirectional(!a.unidirectional)
+                       .dropout(a.dropout)
+                       .attention(!a.no_attention)
+                       .score(parse_score_kind(a.score))
+                       .weighting(parse_weighting_kind(a.weighting))
+                       .hard_gradient(parse_hard_gradient(a.hard_gradient))
+                       .temperature(a.temperature)
+                       .window(a.window)
+                       .input_feeding(!a.no_input_feeding)
+                       .self_attention_layers(a.self_attention_layers)
+                       .self_attention_heads(a.heads);
+    source_vocab.save((fs::path(o.model_dir) / "source.vocab").string());
+    target_vocab.save((fs::path(o.model_dir) / "target.vocab").string());
+    seq2seq::save_config(o.model_dir, config);
+  }
+
+  train::TrainData data;
+  size_t dropped = 0;
+  data.train = encode(train_pairs, *st, *tt, source_vocab, target_vocab, a.max_len, &dropped);
+  data.valid = encode(valid_pairs, *st, *tt, source_vocab, target_vocab, a.max_len, nullptr);
+  for (const auto& p : valid_pairs) {
+    data.valid_sources.push_back(p.source);
+    data.valid_references.push_back(p.target);
+  }
+  o.bleu_tokenize = bleu_tokenizer_for(config.target_tokenizer);
+  std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
+            << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
+            << source_vocab.size() << " -> " << target_vocab.size() << ", attention "
+            << (config.model.attention() ? to_string(config.model.score()) + "/" + to_string(config.model.weighting())
+                                         : std::string("off (fixed context)"))
+            << (o.resume ? ", resuming" : "") << "\n";
+
+  at::manual_seed(o.seed);  // initialisation, so the same seed gives the same model
+  seq2seq::Seq2Seq model(config.model);
+  auto result = train::train_model(model, config, source_vocab, target_vocab, data, o);
+  std::cout << "stopped: " << result.stopped_because << " after " << result.steps << " steps ("
+            << result.epochs_done << " epochs, " << static_cast<int>(result.train_seconds) << " s, "
+            << static_cast<int>(result.target_tokens_per_second) << " target tokens/s)\n"
+            << "best valid BLEU " << result.best_valid_bleu << ", model in " << o.model_dir << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("train", "Train a Seq2Seq-with-attention translation model");
+  auto a = std::make_shared<TrainArgs>();
+  auto& o = a->options;
+  app->add_option("--train", a->train, "Training pairs, source<TAB>target")->required();
+  app->add_option("--valid", a->valid, "Validation pairs (for loss, BLEU, early stopping)");
+  app->add_option("--model-dir", o.model_dir, "Where the model goes")->required();
+  app->add_option("--source-tokenizer", a->source_tokenizer, "en | en-lower | en-norm | zh | spm | spm:<model>")
+      ->capture_default_str();
+  app->add_option("--target-tokenizer", a->target_tokenizer, "en | en-lower | en-norm | zh | spm | spm:<model>")
+      ->capture_default_str();
+  app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")->capture_default_str();
+  app->add_option("--min-freq", a->min_freq, "Minimum token count for the vocabularies")->capture_default_str();
+  app->add_option("--max-vocab", a->max_vocab, "Largest vocabulary (0: no limit)")->capture_default_str();
+  app->add_option("--max-len", a->max_len, "Drop pairs with a longer side (tokens)")->capture_default_str();
+  app->add_flag("--reverse", a->reverse, "Swap the TSV columns");
+  app->add_flag("--strict", a->strict, "Stop at the first malformed line");
+  app->add_option("--embed", a->embed)->capture_default_str();
+  app->add_option("--hidden", a->hidden)->capture_default_str();
+  app->add_option("--layers", a->layers)->capture_default_str();
+  app->add_flag("--unidirectional", a->unidirectional, "A one-direction encoder");
+  app->add_option("--dropout", a->dropout)->capture_default_str();
+  app->add_flag("--no-attention", a->no_attention, "The baseline: one fixed context C from the encoder");
+  app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
+      ->capture_default_str();
+  app->add_option("--weighting", a->weighting, "soft | hard | local")->capture_default_str();
+  app->add_option("--hard-gradient", a->hard_gradient, "straight-through | gumbel | reinforce")
+      ->capture_default_str();
+  app->add_option("--temperature", a->temperature, "Gumbel temperature")->capture_default_str();
+  app->add_option("--window", a->window, "Local attention half-width")->capture_default_str();
+  app->add_flag("--no-input-feeding", a->no_input_feeding);
+  app->add_option("--self-attention-layers", a->self_attention_layers,
+                  "Multi-head self-attention layers over the encoder states")->capture_default_str();
+  app->add_option("--heads", a->heads)->capture_default_str();
+  app->add_option("--epochs", o.epochs)->capture_default_str();
+  app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)");
+  app->add_option("--max-steps", o.max_steps, "Stop after this many steps (checkpointed)");
+  app->add_option("--batch-size", o.batch_size)->capture_default_str();
+  app->add_option("--lr", o.learning_rate)->capture_default_str();
+  app->add_option("--clip", o.clip, "Gradient-norm clipping (0: off)")->capture_default_str();
+  app->add_option("--teacher-forcing", o.teacher_forcing)->capture_default_str();
+  app->add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
+  app->add_option("--lr-decay", o.lr_decay)->capture_default_str();
+  app->add_option("--lr-patience", o.lr_patience)->capture_default_str();
+  app->add_option("--early-stop", o.early_stop, "Epochs without improvement before stopping (0: never)")
+      ->capture_default_str();
+  app->add_option("--checkpoint-every", o.checkpoint_every)->capture_default_str();
+  app->add_option("--valid-bleu-sentences", o.valid_bleu_sentences)->capture_default_str();
+  app->add_option("--seed", o.seed)->capture_default_str();
+  app->add_flag("--resume", o.resume, "Continue from MODEL_DIR/checkpoint.pt");
+  app->add_flag("--quiet", a->quiet, "No progress bar");
+  return {app, [a] { return run(*a); }};
+}
+
+}  // namespace attnkit::cli

@@ -1,0 +1,109 @@
+// `attnkit translate`: one sentence a line from stdin or a file, greedy or beam search.
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "attnkit/core/error.h"
+#include "attnkit/data/text.h"
+#include "attnkit/io/pt_file.h"
+#include "attnkit/seq2seq/translator.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+namespace {
+
+struct TranslateArgs {
+  std::string model, input, output, format = "text";
+  seq2seq::SearchOptions search;
+  size_t batch_size = 32;
+};
+
+nlohmann::json matrix(const at::Tensor& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!t.defined()) return rows;
+  auto m = t.to(at::kFloat).contiguous();
+  for (int64_t i = 0; i < m.size(0); ++i) {
+    std::vector<double> row;
+    for (int64_t j = 0; j < m.size(1); ++j) row.push_back(std::round(m[i][j].item<float>() * 1e4) / 1e4);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int run(const TranslateArgs& a) {
+  if (a.format != "text" && a.format != "json")
+    throw Error("translate: --format must be text or json, got '" + a.format + "'");
+  seq2seq::Translator translator(a.model);
+  std::vector<std::string> lines;
+  {
+    std::ifstream file;
+    if (!a.input.empty()) {
+      file.open(a.input, std::ios::binary);
+      if (!file) throw Error(a.input + ": cannot open");
+    }
+    std::istream& in = a.input.empty() ? std::cin : file;
+    std::string line;
+    size_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      std::string_view l = text::strip_eol(line);
+      if (n == 1) l = text::strip_bom(l);
+      if (!text::valid_utf8(l))
+        throw Error((a.input.empty() ? std::string("<stdin>") : a.input) + ":" + std::to_string(n) + ": invalid UTF-8");
+      lines.emplace_back(l);
+    }
+  }
+  auto results = translator.translate(lines, a.search, a.batch_size);
+  std::string out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (a.format == "text") {
+      if (a.search.nbest > 1) {
+        for (const auto& [text, score] : r.nbest) out += text + "\t" + std::to_string(score) + "\n";
+      } else {
+        out += r.text + "\n";
+      }
+      continue;
+    }
+    nlohmann::json j = {{"source", lines[i]},
+                        {"translation", r.text},
+                        {"source_tokens", r.source_tokens},
+                        {"target_tokens", r.target_tokens},
+                        {"score", r.score},
+                        {"attention", matrix(r.attention)}};
+    nlohmann::json nbest = nlohmann::json::array();
+    for (const auto& [text, score] : r.nbest) nbest.push_back({{"translation", text}, {"score", score}});
+    j["nbest"] = nbest;
+    out += j.dump() + "\n";
+  }
+  if (a.output.empty()) {
+    std::cout << out;
+  } else {
+    io::write_file_atomic(a.output, out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_translate_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("translate", "Translate one sentence a line (stdin or --input)");
+  auto a = std::make_shared<TranslateArgs>();
+  app->add_option("--model", a->model, "Model directory from attnkit train")->required();
+  app->add_option("--input", a->input, "Input file (default: stdin)");
+  app->add_option("--output", a->output, "Output file (default: stdout)");
+  app->add_option("--format", a->format, "text | json (tokens, scores, attention matrix)")->capture_default_str();
+  app->add_option("--beam", a->search.beam_size, "Beam size (1: greedy)")->capture_default_str();
+  app->add_option("--nbest", a->search.nbest, "Hypotheses per sentence")->capture_default_str();
+  app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")->capture_default_str();
+  app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
+  app->add_option("--batch-size", a->batch_size)->capture_default_str();
+  return {app, [a] { return run(*a); }};
+}
+
+}  // namespace attnkit::cli
