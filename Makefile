@@ -23,8 +23,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 demo: build
-	$(BUILD_DIR)/attnkit info
-	$(BUILD_DIR)/attnkit attend
+	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)

@@ -79,7 +79,8 @@ int run_gettext(const CorpusArgs& a) {
   std::cout << "read " << report.catalogs << " catalogs for " << a.lang << " (" << report.entries
             << " messages)\n"
             << "  skipped: " << report.untranslated << " untranslated, " << report.fuzzy << " fuzzy, "
-            << report.placeholder_mismatch << " with mismatched placeholders, " << duplicates
+            << report.placeholder_mismatch << " with mismatched placeholders, " << report.identical
+            << " identical to the English, " << duplicates
             << " duplicates, " << report.unreadable << " unreadable\n"
             << "  kept: " << report.plural << " plural entries (singular form), " << report.context
             << " with a context\n"
@@ -123,6 +124,26 @@ int run_stats(const CorpusArgs& a) {
   auto src_tok = data::make_tokenizer(a.source_tokenizer), tgt_tok = data::make_tokenizer(a.target_tokenizer);
   print_stats(data::stats(pairs, [&](const std::string& s) { return src_tok->tokenize(s).size(); },
                           [&](const std::string& s) { return tgt_tok->tokenize(s).size(); }));
+  return 0;
+}
+
+// Space-joined tokens on both sides, for tools that must see exactly attnkit's tokenisation.
+int run_tokenize(const CorpusArgs& a) {
+  data::TsvOptions options;
+  options.reverse = a.reverse;
+  options.strict = a.strict;
+  auto pairs = data::read_tsv(a.input, options);
+  auto src_tok = data::make_tokenizer(a.source_tokenizer), tgt_tok = data::make_tokenizer(a.target_tokenizer);
+  auto join = [](const std::vector<std::string>& tokens) {
+    std::string out;
+    for (const auto& t : tokens) out += (out.empty() ? "" : " ") + t;
+    return out;
+  };
+  std::string text;
+  for (const auto& p : pairs) text += join(src_tok->tokenize(p.source)) + "\t" + join(tgt_tok->tokenize(p.target)) + "\n";
+  if (a.out.empty()) throw Error("corpus tokenize: --out is required");
+  io::write_file_atomic(a.out, text);
+  std::cout << "wrote " << pairs.size() << " tokenised pairs to " << a.out << "\n";
   return 0;
 }
 
@@ -185,6 +206,13 @@ Command add_corpus_command(CLI::App& parent) {
   stats->add_flag("--strict", a->strict);
   tokenizers(stats);
 
+  auto* tokenize = app->add_subcommand("tokenize", "Write a TSV's tokens, space-separated (for other tools)");
+  tokenize->add_option("input", a->input)->required();
+  tokenize->add_option("--out", a->out)->required();
+  tokenize->add_flag("--reverse", a->reverse);
+  tokenize->add_flag("--strict", a->strict);
+  tokenizers(tokenize);
+
   auto* synthetic = app->add_subcommand("synthetic", "Copy/reverse/permute tasks with gold alignments");
   synthetic->add_option("--task", a->task, "copy | reverse | permute")->capture_default_str();
   synthetic->add_option("--count", a->count)->capture_default_str();
@@ -206,6 +234,7 @@ Command add_corpus_command(CLI::App& parent) {
             if (prepare->parsed()) return run_prepare(*a);
             if (stats->parsed()) return run_stats(*a);
             if (synthetic->parsed()) return run_synthetic(*a);
+            if (tokenize->parsed()) return run_tokenize(*a);
             return run_spm(*a);
           }};
 }

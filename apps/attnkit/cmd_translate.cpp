@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -21,6 +23,7 @@ struct TranslateArgs {
   std::string model, input, output, format = "text";
   seq2seq::SearchOptions search;
   size_t batch_size = 32;
+  bool timing = false;
 };
 
 nlohmann::json matrix(const at::Tensor& t) {
@@ -58,7 +61,13 @@ int run(const TranslateArgs& a) {
       lines.emplace_back(l);
     }
   }
+  const auto started = std::chrono::steady_clock::now();
   auto results = translator.translate(lines, a.search, a.batch_size);
+  if (a.timing) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::fprintf(stderr, "translated %zu sentences in %.3f s: %.1f sentences/s\n", lines.size(), s,
+                 lines.size() / std::max(s, 1e-9));
+  }
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -103,6 +112,7 @@ Command add_translate_command(CLI::App& parent) {
   app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")->capture_default_str();
   app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
   app->add_option("--batch-size", a->batch_size)->capture_default_str();
+  app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");
   return {app, [a] { return run(*a); }};
 }
 

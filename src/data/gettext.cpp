@@ -220,6 +220,10 @@ std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, G
       ++r.untranslated;
       continue;
     }
+    if (source == target) {
+      ++r.identical;
+      continue;
+    }
     pairs.push_back({std::move(source), std::move(target)});
   }
   r.pairs += pairs.size();

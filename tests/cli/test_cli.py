@@ -5,7 +5,10 @@ Python writes inputs and state_dicts with torch.save, attnkit computes, Python r
 result with torch.load and compares with the same computation in PyTorch.
 Run: ATTNKIT_BIN=build/attnkit /usr/bin/python3 tests/cli/test_cli.py
 """
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,6 +156,110 @@ class Cli(unittest.TestCase):
         attnkit("attend", "--q", self.save("q.pt", torch.randn(2, 1, 8)),
                 "--k", self.save("k.pt", torch.randn(3, 5, 8)), "--out", out, expect_ok=False)
         self.assertEqual(read_bytes(out), before)
+
+
+class TranslationCli(unittest.TestCase):
+    """corpus -> train -> translate -> eval on a synthetic task, and the errors around them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.dir = cls.tmp.name
+        attnkit("corpus", "synthetic", "--task", "reverse", "--count", "1500", "--symbols", "6",
+                "--out", os.path.join(d, "train.tsv"))
+        attnkit("corpus", "synthetic", "--task", "reverse", "--count", "60", "--symbols", "6",
+                "--seed", "9", "--out", os.path.join(d, "test.tsv"))
+        cls.model = os.path.join(d, "model")
+        cls.train = attnkit("train", "--train", os.path.join(d, "train.tsv"), "--valid",
+                            os.path.join(d, "test.tsv"), "--model-dir", cls.model,
+                            "--source-tokenizer", "en", "--target-tokenizer", "en", "--embed", "16",
+                            "--hidden", "48", "--epochs", "6", "--dropout", "0", "--label-smoothing", "0",
+                            "--batch-size", "32", "--lr", "0.003", "--quiet")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_model_directory_is_complete(self):
+        for name in ["config.json", "source.vocab", "target.vocab", "model.pt", "checkpoint.pt", "metrics.jsonl"]:
+            self.assertTrue(os.path.exists(os.path.join(self.model, name)), name)
+        with open(os.path.join(self.model, "metrics.jsonl")) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual(len(lines), 6)
+        self.assertLess(lines[-1]["valid_loss"], lines[0]["valid_loss"])
+
+    def test_translate_text_keeps_line_count(self):
+        p = subprocess.run([BIN, "translate", "--model", self.model, "--beam", "3"],
+                           input="a b c d\n\nf e\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split("\n")[:3], ["d c b a", "", "e f"])
+
+    def test_translate_json_has_tokens_scores_and_attention(self):
+        p = subprocess.run([BIN, "translate", "--model", self.model, "--format", "json", "--nbest", "2",
+                            "--beam", "4"], input="a b c\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout)
+        self.assertEqual(r["translation"], "c b a")
+        self.assertEqual(r["source_tokens"], ["a", "b", "c"])
+        self.assertEqual(len(r["nbest"]), 2)
+        self.assertGreaterEqual(len(r["attention"]), len(r["target_tokens"]))
+        self.assertEqual(len(r["attention"][0]), 3)
+        # Reversal: the first target token attends to the last source token.
+        self.assertEqual(max(range(3), key=lambda i: r["attention"][0][i]), 2)
+
+    def test_eval_reports_bleu_chrf_buckets_and_aer(self):
+        out = attnkit("eval", "--model", self.model, "--test", os.path.join(self.dir, "test.tsv"),
+                      "--beam", "1").stdout
+        self.assertIn("BLEU = ", out)
+        self.assertIn("chrF2 = ", out)
+        self.assertIn("alignment error rate", out)
+        aer = float(re.search(r"alignment error rate .*: ([0-9.]+)", out).group(1))
+        self.assertLess(aer, 0.2)
+
+    def test_resume_continues_from_the_checkpoint(self):
+        d = os.path.join(self.dir, "resume")
+        args = ["train", "--train", os.path.join(self.dir, "train.tsv"), "--model-dir", d,
+                "--source-tokenizer", "en", "--target-tokenizer", "en", "--embed", "8", "--hidden", "16",
+                "--quiet"]
+        first = attnkit(*args, "--max-steps", "5").stdout
+        self.assertIn("max steps after 5 steps", first)
+        second = attnkit(*args, "--max-steps", "3", "--resume").stdout
+        self.assertIn("after 3 steps", second)
+
+    def test_malformed_lines_are_reported_and_skipped_or_fatal_with_strict(self):
+        bad = os.path.join(self.dir, "bad.tsv")
+        with open(bad, "w") as f:
+            f.write("a b\tb a\nno tab here\nc d\td c\n\tempty\n")
+        args = ["train", "--train", bad, "--model-dir", os.path.join(self.dir, "bad_model"),
+                "--source-tokenizer", "en", "--target-tokenizer", "en", "--epochs", "1", "--quiet"]
+        p = attnkit(*args)
+        self.assertIn(bad + ":2: no tab between source and target", p.stderr)
+        self.assertIn(bad + ":4: empty source", p.stderr)
+        strict = attnkit(*args, "--strict", expect_ok=False)
+        self.assertEqual(strict.returncode, 1)
+        self.assertIn(bad + ":2:", strict.stderr)
+
+    def test_missing_model_and_vocabulary_mismatch_are_clear_errors(self):
+        p = attnkit("translate", "--model", os.path.join(self.dir, "nope"), expect_ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("nope: no such model directory", p.stderr)
+        broken = os.path.join(self.dir, "broken")
+        shutil.copytree(self.model, broken)
+        with open(os.path.join(broken, "target.vocab"), "a") as f:
+            f.write("extra\n")
+        p = subprocess.run([BIN, "translate", "--model", broken], input="a b\n", capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("target.vocab has", p.stderr)
+
+    def test_bleu_command_matches_sacrebleu(self):
+        refs = os.path.join(self.dir, "refs.txt")
+        with open(refs, "w") as f:
+            f.write("The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n")
+        p = subprocess.run([BIN, "bleu", "--ref", refs], capture_output=True, text=True, timeout=60,
+                           input="The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith("BLEU = "), p.stdout)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,13 @@ std::vector<CatalogEntry> read_po(const std::string& path);
 struct GettextReport {
   size_t catalogs = 0, entries = 0, pairs = 0;
   size_t untranslated = 0, fuzzy = 0, plural = 0, context = 0, placeholder_mismatch = 0,
-         unreadable = 0;
+         identical = 0, unreadable = 0;
   std::vector<std::string> problems;
 };
 
 // One English -> translation pair per message. Plural entries give (msgid, msgstr[0]);
-// contexts are dropped (the message text is kept); untranslated and fuzzy entries are skipped;
+// contexts are dropped (the message text is kept); untranslated, fuzzy and identical (copied
+// through untranslated) entries are skipped;
 // a pair whose placeholders (%s, %1$d, {name}) differ between the sides is skipped; mnemonic
 // markers (_File / "文件(_F)") are removed from both sides. All skips are counted.
 std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, GettextReport& report);

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""attnkit's Seq2Seq against the same model in PyTorch (Python), side by side in one run.
+
+Same corpus (the zh_CN gettext catalogs, as `make demo` builds it), same tokenisation and
+vocabularies, same architecture and hyperparameters, same threads. Measures:
+  - training: target tokens per second over a fixed wall-clock budget;
+  - BLEU (sacreBLEU zh tokenizer) on the test split after that same budget;
+  - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32.
+Writes the table to stdout and, with --markdown, to a file.
+
+    /usr/bin/python3 bench/compare_seq2seq.py --seconds 120 --threads 2 --markdown docs/SEQ2SEQ_BENCHMARKS.md
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--out", default="out/bench-seq2seq")
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--test-sentences", type=int, default=300)
+    ap.add_argument("--markdown")
+    args = ap.parse_args()
+    attnkit = os.path.join(args.build_dir, "attnkit")
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    T = ["--threads", str(args.threads)]
+
+    corpus = os.path.join(out, "corpus.tsv")
+    if subprocess.run([attnkit, "corpus", "gettext", "--lang", "zh_CN", "--out", corpus],
+                      capture_output=True).returncode != 0:
+        shutil.copy(os.path.join(HERE, "..", "data", "en-zh_CN.sample.tsv"), corpus)
+    run([attnkit, "corpus", "prepare", corpus, "--out-dir", os.path.join(out, "data"), "--max-len", "12",
+         "--source-tokenizer", "en-lower", "--target-tokenizer", "zh", "--valid", "0.03", "--test", "0.03"])
+    data = os.path.join(out, "data")
+    test = os.path.join(out, "test.tsv")
+    with open(os.path.join(data, "test.tsv"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[: args.test_sentences]
+    with open(test, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    sources = os.path.join(out, "test.src")
+    refs = os.path.join(out, "test.ref")
+    with open(sources, "w", encoding="utf-8") as s, open(refs, "w", encoding="utf-8") as r:
+        for line in lines:
+            src, ref = line.split("\t")[:2]
+            s.write(src + "\n")
+            r.write(ref + "\n")
+
+    # attnkit: train for the budget (no validation, so all of it is training), then translate.
+    model = os.path.join(out, "attnkit_model")
+    shutil.rmtree(model, ignore_errors=True)
+    p = run([attnkit, *T, "train", "--train", os.path.join(data, "train.tsv"), "--model-dir", model,
+             "--source-tokenizer", "en-lower", "--target-tokenizer", "zh", "--min-freq", "2",
+             "--time-limit", str(args.seconds), "--epochs", "1000", "--quiet"])
+    ak_tps = float(re.search(r"(\d+) target tokens/s", p.stdout).group(1))
+
+    def ak_translate(beam, batch):
+        hyp = os.path.join(out, f"attnkit_b{beam}_n{batch}.txt")
+        p = run([attnkit, *T, "translate", "--model", model, "--input", sources, "--output", hyp,
+                 "--beam", str(beam), "--batch-size", str(batch), "--timing"])
+        return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1)), hyp
+
+    def bleu(hyp):
+        p = run([attnkit, "bleu", "--ref", refs, "--hyp", hyp, "--tokenize", "zh"])
+        return float(re.search(r"BLEU = ([\d.]+)", p.stdout).group(1))
+
+    ak_greedy, _ = ak_translate(1, 1)
+    ak_beam, ak_hyp = ak_translate(5, 32)
+    ak_bleu = bleu(ak_hyp)
+
+    # PyTorch: the same ids (attnkit's tokens and vocabularies), the same budget.
+    tok_train, tok_test = os.path.join(out, "train.tok"), os.path.join(out, "test.tok")
+    for src, dst in [(os.path.join(data, "train.tsv"), tok_train), (test, tok_test)]:
+        run([attnkit, "corpus", "tokenize", src, "--out", dst, "--source-tokenizer", "en-lower",
+             "--target-tokenizer", "zh"])
+    py = [sys.executable, os.path.join(HERE, "seq2seq_pytorch.py")]
+    common = ["--model-dir", out, "--vocab-dir", model, "--threads", str(args.threads)]
+    pt_train = json.loads(run(py + ["train", *common, "--train", tok_train, "--seconds", str(args.seconds)]).stdout)
+
+    def pt_translate(beam, batch):
+        hyp = os.path.join(out, f"pytorch_b{beam}_n{batch}.txt")
+        r = json.loads(run(py + ["translate", *common, "--input", tok_test, "--output", hyp,
+                                 "--beam", str(beam), "--batch-size", str(batch)]).stdout)
+        return r["sentences_per_s"], hyp
+
+    pt_greedy, _ = pt_translate(1, 1)
+    pt_beam, pt_hyp = pt_translate(5, 32)
+    pt_bleu = bleu(pt_hyp)
+
+    rows = [("training, target tokens/s", ak_tps, pt_train["target_tokens_per_s"]),
+            ("translation, greedy, batch 1, sentences/s", ak_greedy, pt_greedy),
+            ("translation, beam 5, batch 32, sentences/s", ak_beam, pt_beam),
+            (f"test BLEU (zh) after {args.seconds:.0f} s of training, beam 5", ak_bleu, pt_bleu)]
+    lines = [f"Seq2Seq (GRU 256, embed 128, bidirectional encoder, Bahdanau attention, input feeding, "
+             f"batch 64), English -> zh_CN gettext corpus, {args.threads} thread(s), same tokens and "
+             f"vocabularies; {len(lines)} test sentences.", "",
+             "| measure | attnkit | PyTorch (Python) | attnkit / PyTorch |", "|---|---:|---:|---:|"]
+    for name, a, b in rows:
+        lines.append(f"| {name} | {a:.1f} | {b:.1f} | {a / b if b else float('nan'):.2f}x |")
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("# Seq2Seq: attnkit against PyTorch\n\nGenerated by `bench/compare_seq2seq.py`.\n\n" + text + "\n")
+
+
+if __name__ == "__main__":
+    main()

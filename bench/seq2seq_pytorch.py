@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""The same Seq2Seq-with-attention as attnkit's defaults, in PyTorch (Python), for benchmarks.
+
+Embedding + bidirectional GRU encoder, a bridge to the decoder state, a GRU decoder with input
+feeding, Bahdanau attention (keys projected once per sentence), the combine layer
+tanh(Linear([state; context])), Adam, gradient clipping, label smoothing, length-bucketed
+batches. It reads sentences already tokenised by `attnkit corpus tokenize` and attnkit's
+vocabulary files, so both sides see the same ids.
+
+    /usr/bin/python3 bench/seq2seq_pytorch.py train --model-dir DIR --train tok.tsv --seconds 120
+    /usr/bin/python3 bench/seq2seq_pytorch.py translate --model-dir DIR --input tok_test.tsv --beam 5 --batch-size 32
+"""
+import argparse
+import json
+import math
+import random
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+PAD, UNK, SOS, EOS = 0, 1, 2, 3
+
+
+def read_vocab(path):
+    with open(path, encoding="utf-8") as f:
+        tokens = [line.rstrip("\n") for line in f]
+    return tokens, {t: i for i, t in enumerate(tokens)}
+
+
+def read_pairs(path, src_ids, tgt_ids):
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            s, t = line.rstrip("\n").split("\t")[:2]
+            pairs.append(([src_ids.get(w, UNK) for w in s.split()], [tgt_ids.get(w, UNK) for w in t.split()]))
+    return pairs
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, embed=128, hidden=256, dropout=0.1):
+        super().__init__()
+        H, M = hidden, 2 * hidden
+        self.hidden = H
+        self.src_embedding = nn.Embedding(src_vocab, embed, padding_idx=PAD)
+        self.encoder = nn.GRU(embed, H, batch_first=True, bidirectional=True)
+        self.bridge = nn.Linear(M, H)
+        self.tgt_embedding = nn.Embedding(tgt_vocab, embed, padding_idx=PAD)
+        self.decoder = nn.GRU(embed + H, H, batch_first=True)
+        self.attn = nn.Linear(H + M, H)
+        self.v = nn.Linear(H, 1, bias=False)
+        self.combine = nn.Linear(H + M, H)
+        self.out = nn.Linear(H, tgt_vocab)
+        self.drop = nn.Dropout(dropout)
+
+    def encode(self, src, lengths):
+        emb = self.drop(self.src_embedding(src))
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, h = self.encoder(packed)
+        memory, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        B = src.size(0)
+        finals = h.view(1, 2, B, self.hidden).permute(0, 2, 1, 3).reshape(1, B, 2 * self.hidden)
+        mask = (torch.arange(src.size(1)).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(1)  # [B,1,S]
+        keys = memory @ self.attn.weight[:, self.hidden:].t() + self.attn.bias              # [B,S,H]
+        state = torch.tanh(self.bridge(finals))
+        feed = torch.zeros(B, 1, self.hidden)
+        return [state, feed, self.drop(memory), keys, mask]
+
+    def step(self, tokens, st):
+        hidden, feed, memory, keys, mask = st
+        x = torch.cat([self.drop(self.tgt_embedding(tokens.view(-1, 1))), feed], -1)
+        out, hidden = self.decoder(x, hidden)                                               # [N,1,H]
+        q = out @ self.attn.weight[:, : self.hidden].t()                                    # [N,1,H]
+        e = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))                                  # [N,1,S,H]
+        scores = (e @ self.v.weight.view(-1)).masked_fill(~mask, torch.finfo(q.dtype).min)  # [N,1,S]
+        w = torch.softmax(scores, -1).masked_fill(~mask, 0)
+        context = w @ memory
+        feed = torch.tanh(self.combine(torch.cat([out, context], -1)))
+        return self.out(self.drop(feed)).squeeze(1), w.squeeze(1), [hidden, feed, memory, keys, mask]
+
+
+def pad(seqs):
+    width = max(1, max(len(s) for s in seqs))
+    t = torch.zeros(len(seqs), width, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        t[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return t, torch.tensor([len(s) for s in seqs])
+
+
+def batches(pairs, size, seed, epoch):
+    rng = random.Random(seed * 1000003 + epoch)
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    pool = size * 50
+    out = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda i: len(pairs[i][0]))
+        out += [chunk[i:i + size] for i in range(0, len(chunk), size)]
+    rng.shuffle(out)
+    return out
+
+
+def train(args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
+    tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
+    pairs = [p for p in read_pairs(args.train, src_ids, tgt_ids) if p[0] and p[1]]
+    model = Seq2Seq(len(src_tokens), len(tgt_tokens), args.embed, args.hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    model.train()
+    tokens = steps = 0
+    start = time.perf_counter()
+    epoch = 0
+    done = False
+    while not done:
+        for members in batches(pairs, args.batch_size, args.seed, epoch):
+            if time.perf_counter() - start >= args.seconds:
+                done = True
+                break
+            src, lengths = pad([pairs[i][0] for i in members])
+            tgt_in, _ = pad([[SOS] + pairs[i][1] for i in members])
+            tgt_out, _ = pad([pairs[i][1] + [EOS] for i in members])
+            st = model.encode(src, lengths)
+            logits = []
+            for t in range(tgt_in.size(1)):
+                out, _, st = model.step(tgt_in[:, t], st)
+                logits.append(out)
+            logits = torch.stack(logits, 1)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                                   ignore_index=PAD, label_smoothing=args.label_smoothing)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            opt.step()
+            steps += 1
+            tokens += int((tgt_out != PAD).sum())
+        epoch += 1
+    elapsed = time.perf_counter() - start
+    torch.save(model.state_dict(), f"{args.model_dir}/pytorch_model.pt")
+    print(json.dumps({"steps": steps, "seconds": elapsed, "target_tokens_per_s": tokens / elapsed}))
+
+
+@torch.no_grad()
+def search(model, src, lengths, beam, max_ratio=2.0, extra=5):
+    """Greedy (beam 1) or beam search with length normalisation; returns token lists."""
+    B = src.size(0)
+    limit = int(math.ceil(max_ratio * int(lengths.max()))) + extra
+    st = model.encode(src, lengths)
+    if beam == 1:
+        tokens = torch.full((B,), SOS, dtype=torch.long)
+        outs, done = [[] for _ in range(B)], [False] * B
+        for _ in range(limit):
+            logits, _, st = model.step(tokens, st)
+            tokens = logits.argmax(-1)
+            for b in range(B):
+                if not done[b]:
+                    if int(tokens[b]) == EOS:
+                        done[b] = True
+                    else:
+                        outs[b].append(int(tokens[b]))
+            if all(done):
+                break
+        return outs
+    index = torch.arange(B).repeat_interleave(beam)
+    st = [st[0].index_select(1, index)] + [x.index_select(0, index) for x in st[1:]]
+    scores = torch.full((B, beam), -math.inf)
+    scores[:, 0] = 0
+    seqs = [[[] for _ in range(beam)] for _ in range(B)]
+    finished = [[] for _ in range(B)]
+    tokens = torch.full((B * beam,), SOS, dtype=torch.long)
+    for _ in range(limit):
+        logits, _, st = model.step(tokens, st)
+        V = logits.size(-1)
+        total = (scores.unsqueeze(-1) + torch.log_softmax(logits, -1).view(B, beam, V)).view(B, -1)
+        top, idx = total.topk(2 * beam, -1)
+        origin, nxt = list(range(B * beam)), [PAD] * (B * beam)
+        new_scores = torch.full((B, beam), -math.inf)
+        new_seqs = [[[] for _ in range(beam)] for _ in range(B)]
+        for b in range(B):
+            if len(finished[b]) >= beam:
+                continue
+            live = 0
+            for c in range(2 * beam):
+                s = float(top[b, c])
+                if s == -math.inf or live == beam:
+                    break
+                k, tok = divmod(int(idx[b, c]), V)
+                seq = seqs[b][k] + ([] if tok == EOS else [tok])
+                if tok == EOS:
+                    finished[b].append((s / (len(seq) + 1), seq))
+                    continue
+                origin[b * beam + live], nxt[b * beam + live] = b * beam + k, tok
+                new_scores[b, live], new_seqs[b][live] = s, seq
+                live += 1
+        if all(len(f) >= beam for f in finished):
+            break
+        scores, seqs = new_scores, new_seqs
+        o = torch.tensor(origin)
+        st = [st[0].index_select(1, o)] + [x.index_select(0, o) for x in st[1:]]
+        tokens = torch.tensor(nxt)
+    return [max(f)[1] if f else seqs[b][0] for b, f in enumerate(finished)]
+
+
+def detokenize_zh(tokens):
+    """attnkit's zh detokenizer: concatenate, with a space between two ASCII words."""
+    out, prev_word = "", False
+    for t in tokens:
+        word = t[:1].isascii() and t[:1].isalnum() or t.startswith("%")
+        if prev_word and word:
+            out += " "
+        out += t
+        prev_word = word
+    return out
+
+
+def translate(args):
+    torch.set_num_threads(args.threads)
+    src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
+    tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
+    model = Seq2Seq(len(src_tokens), len(tgt_tokens), args.embed, args.hidden)
+    model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_model.pt"))
+    model.eval()
+    pairs = read_pairs(args.input, src_ids, tgt_ids)
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
+    results = [None] * len(pairs)
+    start = time.perf_counter()
+    for s in range(0, len(order), args.batch_size):
+        members = order[s:s + args.batch_size]
+        src, lengths = pad([pairs[i][0] or [UNK] for i in members])
+        for i, out in zip(members, search(model, src, lengths, args.beam)):
+            results[i] = detokenize_zh([tgt_tokens[t] for t in out])
+    elapsed = time.perf_counter() - start
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write("\n".join(results) + "\n")
+    print(json.dumps({"sentences": len(pairs), "seconds": elapsed, "sentences_per_s": len(pairs) / elapsed}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["train", "translate"])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--vocab-dir", required=True, help="an attnkit model dir with source/target.vocab")
+    ap.add_argument("--train")
+    ap.add_argument("--input")
+    ap.add_argument("--output")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--embed", type=int, default=128)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--beam", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    # The same BLAS policy as attnkit (single-threaded BLAS inside the intra-op pool).
+    import ctypes
+    ctypes.CDLL("libblas.so.3").openblas_set_num_threads(1)
+    train(args) if args.command == "train" else translate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
