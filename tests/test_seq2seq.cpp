@@ -186,12 +186,14 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
   EXPECT_NO_THROW(seq2seq::Translator translator(dir.string()));
 }
 
-TEST(Model, NoAttentionBaselineAndHardReinforceTrain) {
-  for (int variant = 0; variant < 2; ++variant) {
+TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
+  for (int variant = 0; variant < 4; ++variant) {
     at::manual_seed(3);
     auto t = make_task("copy", 200);
     if (variant == 0) t.config.model.attention(false);
-    else t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Reinforce);
+    if (variant == 1) t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Reinforce);
+    if (variant == 2) t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Gumbel);
+    if (variant == 3) t.config.model.self_attention_layers(1).self_attention_heads(2).layers(2);
     seq2seq::Seq2Seq model(t.config.model);
     auto o = quick_options(fresh_dir("variant" + std::to_string(variant)).string());
     o.epochs = 2;

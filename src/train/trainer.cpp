@@ -298,7 +298,9 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
   }
   if (stop) {
     save_checkpoint(checkpoint, model, optimizer, p);
-    if (!fs::exists(best_path)) seq2seq::save_weights(model, best_path);
+    // Without validation the latest weights are the best we know of.
+    const bool validated = !data.valid.empty() || !data.valid_sources.empty();
+    if (!validated || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
   }
   if (result.stopped_because.empty()) result.stopped_because = "epochs";
   std::signal(SIGINT, previous_handler);
