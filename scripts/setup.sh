@@ -10,6 +10,9 @@ packages=(
   libgtest-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libsentencepiece-dev    # subword tokenizer
+  libcairo2-dev fonts-noto-cjk   # heatmaps and charts, with CJK labels
+  libcpp-httplib-dev      # attnkit serve
+  chromium                # the browser test of the web page
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
 )
 
@@ -27,6 +30,12 @@ if ((${#missing[@]})); then
   fi
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The browser test drives Debian's chromium with playwright-core from npm (no browser download).
+if [ -f tests/browser/package-lock.json ] && [ ! -d tests/browser/node_modules/playwright-core ]; then
+  command -v npm >/dev/null || { echo "setup: npm is needed for the browser test" >&2; exit 1; }
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 # OpenBLAS must be the live libblas.so.3, not the reference implementation.

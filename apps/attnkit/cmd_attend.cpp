@@ -16,6 +16,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
+#include "attnkit/viz/plot.h"
 #include "commands.h"
 #include "format.h"
 
@@ -31,10 +32,26 @@ struct AttendArgs {
   double temperature = 1.0;
   bool causal = false, train = false;
   uint64_t seed = 0;
+  std::string plot;  // output prefix for heatmaps
 };
 
+std::vector<std::string> labels(const std::string& prefix, int64_t n) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(prefix + std::to_string(i));
+  return out;
+}
+
+void write_plots(const std::string& prefix, const std::vector<viz::Heatmap>& panels) {
+  viz::render_heatmaps(panels, prefix + ".png");
+  viz::render_heatmaps(panels, prefix + ".svg");
+  std::string json = "[";
+  for (size_t i = 0; i < panels.size(); ++i) json += (i ? ",\n" : "") + viz::heatmap_json(panels[i]);
+  io::write_file_atomic(prefix + ".json", json + "]\n");
+  std::cout << "wrote " << prefix << ".png, .svg and .json\n";
+}
+
 // The seeds' examples: Q = [1, 0, 0], K = V = X = I3, and the Attn module on [2,1,8] x [2,5,8].
-int run_seed_examples() {
+int run_seed_examples(const std::string& plot) {
   auto q = at::tensor({1.0f, 0.0f, 0.0f}).reshape({1, 3});
   auto eye = at::eye(3);
   std::cout << "attnkit attend: the seeds' worked examples\n"
@@ -46,6 +63,12 @@ int run_seed_examples() {
   std::cout << "hard attention   one_hot(argmax(Q K^T)) V\n  weights " << format_tensor(hard_w)
             << "\n  output  " << format_tensor(hard_out) << "\n";
   auto [self_out, self_w] = self_attention(eye);
+  if (!plot.empty()) {
+    const std::vector<std::string> words = {"Tom", "chases", "Jerry"};  // the first note's example
+    write_plots(plot, {{soft_w, {"汤姆"}, words, "soft: softmax(Q K^T)"},
+                       {hard_w, {"汤姆"}, words, "hard: one-hot argmax"},
+                       {self_w, words, words, "self: softmax(X X^T / √d)"}});
+  }
   std::cout << "self attention   softmax(X X^T / sqrt(3)) X\n  weights "
             << format_tensor(self_w) << "\n  output  " << format_tensor(self_out) << "\n\n";
 
@@ -115,7 +138,7 @@ int64_t rows_of(const std::string& state_dict, const std::string& key) {
 
 int run(AttendArgs a) {
   if (a.mode.empty()) a.mode = !a.x.empty() ? "self" : !a.q.empty() ? "attention" : "seed";
-  if (a.mode == "seed") return run_seed_examples();
+  if (a.mode == "seed") return run_seed_examples(a.plot);
   at::manual_seed(static_cast<int64_t>(a.seed));
 
   at::Tensor output, weights;
@@ -185,6 +208,15 @@ int run(AttendArgs a) {
     output = output.squeeze(0);
     weights = weights.squeeze(0);
   }
+  if (!a.plot.empty()) {
+    // One panel per batch row (and head): the last two dimensions are [queries, keys].
+    auto flat = weights.reshape({-1, weights.size(-2), weights.size(-1)});
+    std::vector<viz::Heatmap> panels;
+    for (int64_t i = 0; i < flat.size(0) && i < 8; ++i)
+      panels.push_back({flat[i], labels("q", flat.size(1)), labels("k", flat.size(2)),
+                        a.mode + " " + std::to_string(i)});
+    write_plots(a.plot, panels);
+  }
   if (!a.out.empty()) {
     io::save_tensor_dict(a.out, {{"output", output}, {"weights", weights}});
     std::cout << "wrote " << a.out << ": output " << format_shape(output) << ", weights "
@@ -234,6 +266,9 @@ Command add_attend_command(CLI::App& parent) {
   app->add_option("--seed", a->seed, "Random seed for initialisation and Gumbel noise")
       ->capture_default_str();
   app->add_option("--out", a->out, "Write {'output', 'weights'} for Python's torch.load");
+  app->add_option("--plot", a->plot,
+                  "Draw the weights as PREFIX.png, .svg and .json (with no inputs: soft, hard and "
+                  "self attention side by side on the notes' examples)");
   return {app, [a] { return run(*a); }};
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/seq2seq/translator.h"
+#include "attnkit/viz/plot.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -24,6 +26,7 @@ struct TranslateArgs {
   seq2seq::SearchOptions search;
   size_t batch_size = 32;
   bool timing = false;
+  std::string attention_out;
 };
 
 nlohmann::json matrix(const at::Tensor& t) {
@@ -67,6 +70,27 @@ int run(const TranslateArgs& a) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::fprintf(stderr, "translated %zu sentences in %.3f s: %.1f sentences/s\n", lines.size(), s,
                  lines.size() / std::max(s, 1e-9));
+  }
+  if (!a.attention_out.empty()) {
+    std::filesystem::create_directories(a.attention_out);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      if (!r.attention.defined() || r.attention.numel() == 0) continue;
+      viz::Heatmap h;
+      h.weights = r.attention.narrow(0, 0, std::min<int64_t>(r.attention.size(0), r.target_tokens.size() + 1));
+      h.row_labels = r.target_tokens;
+      if (h.weights.size(0) > static_cast<int64_t>(h.row_labels.size())) h.row_labels.push_back("<eos>");
+      h.col_labels = r.source_tokens;
+      h.title = lines[i] + "  →  " + r.text;
+      char stem[32];
+      std::snprintf(stem, sizeof stem, "%04zu", i + 1);
+      const auto base = (std::filesystem::path(a.attention_out) / stem).string();
+      viz::render_heatmaps({h}, base + ".png");
+      viz::render_heatmaps({h}, base + ".svg");
+      io::write_file_atomic(base + ".json", viz::heatmap_json(h) + "\n");
+    }
+    std::fprintf(stderr, "wrote %zu attention heatmaps (.png, .svg, .json) to %s\n", results.size(),
+                 a.attention_out.c_str());
   }
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -113,6 +137,8 @@ Command add_translate_command(CLI::App& parent) {
   app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
   app->add_option("--batch-size", a->batch_size)->capture_default_str();
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");
+  app->add_option("--attention-out", a->attention_out,
+                  "Write each sentence's attention as NNNN.png, .svg and .json into DIR");
   return {app, [a] { return run(*a); }};
 }
 

@@ -19,5 +19,7 @@ Command add_train_command(CLI::App& parent);
 Command add_translate_command(CLI::App& parent);
 Command add_eval_command(CLI::App& parent);
 Command add_bleu_command(CLI::App& parent);
+Command add_serve_command(CLI::App& parent);
+Command add_plot_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -5,7 +5,9 @@ Python writes inputs and state_dicts with torch.save, attnkit computes, Python r
 result with torch.load and compares with the same computation in PyTorch.
 Run: ATTNKIT_BIN=build/attnkit /usr/bin/python3 tests/cli/test_cli.py
 """
+import concurrent.futures
 import json
+import random
 import os
 import re
 import shutil
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.error
+import urllib.request
 
 import torch
 import torch.nn as nn
@@ -260,6 +264,143 @@ class TranslationCli(unittest.TestCase):
                            input="The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.startswith("BLEU = "), p.stdout)
+
+
+TINY_MODEL = os.path.join(HERE, "..", "golden", "tiny_model")
+
+
+class PicturesCli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def assertPng(self, path, min_width=100):
+        with open(path, "rb") as f:
+            head = f.read(24)
+        self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n", path)
+        width = int.from_bytes(head[16:20], "big")
+        self.assertGreaterEqual(width, min_width)
+
+    def test_attend_plot_draws_the_seed_examples(self):
+        prefix = os.path.join(self.dir, "seeds")
+        attnkit("attend", "--plot", prefix)
+        self.assertPng(prefix + ".png", 300)
+        with open(prefix + ".svg") as f:
+            self.assertIn("<svg", f.read())
+        with open(prefix + ".json") as f:
+            panels = json.load(f)
+        self.assertEqual([p["weights"] for p in panels[:2]], [[[0.5761, 0.2119, 0.2119]], [[1.0, 0.0, 0.0]]])
+        self.assertEqual(panels[2]["weights"][0][0], 0.4711)
+
+    def test_translate_attention_out_writes_three_files_per_sentence(self):
+        out = os.path.join(self.dir, "att")
+        p = subprocess.run([BIN, "translate", "--model", TINY_MODEL, "--attention-out", out],
+                           input="Open the file\nSave as\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(os.listdir(out)), ["0001.json", "0001.png", "0001.svg", "0002.json", "0002.png", "0002.svg"])
+        self.assertPng(os.path.join(out, "0001.png"))
+        with open(os.path.join(out, "0001.json")) as f:
+            h = json.load(f)
+        self.assertEqual(h["cols"], ["open", "the", "file"])
+        for row in h["weights"]:
+            self.assertAlmostEqual(sum(row), 1.0, places=3)
+
+    def test_plot_draws_training_curves(self):
+        prefix = os.path.join(self.dir, "curves")
+        attnkit("plot", os.path.join(TINY_MODEL, "metrics.jsonl"), "--out", prefix)
+        self.assertPng(prefix + ".png", 400)
+        bad = os.path.join(self.dir, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"epoch": 1, "train_loss": 2}\nnot json\n')
+        p = attnkit("plot", bad, "--out", prefix, expect_ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(bad + ":2", p.stderr)
+
+
+class ServeCli(unittest.TestCase):
+    """attnkit serve on 127.0.0.1: the API, limits, batching, and staying up under bad input."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc = subprocess.Popen([BIN, "--threads", "1", "serve", "--model", TINY_MODEL, "--port", "0",
+                                     "--workers", "8", "--max-text", "500"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = cls.proc.stdout.readline()
+        cls.url = re.search(r"(http://127\.0\.0\.1:\d+/)", line).group(1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+
+    def request(self, path, body=None, raw=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def test_healthz_and_page(self):
+        self.assertEqual(self.request("healthz")[1]["status"], "ok")
+        with urllib.request.urlopen(self.url, timeout=30) as r:
+            self.assertIn("attnkit", r.read().decode())
+
+    def test_translate_returns_tokens_attention_and_score(self):
+        status, r = self.request("api/translate", {"text": "Open the file", "beam": 3})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["source_tokens"], ["open", "the", "file"])
+        self.assertEqual(len(r["attention"][0]), 3)
+        self.assertGreaterEqual(len(r["attention"]), len(r["target_tokens"]))
+        self.assertLess(r["score"], 0)
+
+    def test_attend_reproduces_the_seed(self):
+        status, r = self.request("api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})
+        self.assertEqual((status, r["weights"]), (200, [[0.5761, 0.2119, 0.2119]]))
+        status, r = self.request("api/attend", {"mechanism": "hard", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})
+        self.assertEqual(r["weights"], [[1.0, 0.0, 0.0]])
+
+    def test_bad_input_gets_4xx_with_a_message(self):
+        cases = [("api/translate", b"{not json", 400), ("api/translate", b"[1, 2]", 400),
+                 ("api/translate", json.dumps({"text": 5}).encode(), 400),
+                 ("api/translate", json.dumps({"text": "x" * 600}).encode(), 413),
+                 ("api/translate", json.dumps({"text": "hi", "beam": 99}).encode(), 400),
+                 ("api/attend", json.dumps({"q": [[1, 2]], "k": [[1, 2, 3]]}).encode(), 400),
+                 ("api/attend", json.dumps({"q": [[1, "a"]], "k": [[1, 2]]}).encode(), 400),
+                 ("api/attend", json.dumps({"mechanism": "psychic", "q": [[1]], "k": [[1]]}).encode(), 400),
+                 ("api/translate", b"x" * 70000, 413)]
+        for path, raw, want in cases:
+            status, body = self.request(path, raw=raw)
+            self.assertEqual(status, want, (path, raw[:40], body))
+            if status != 413 or body:
+                self.assertIn("error", body)
+
+    def test_concurrent_requests_are_batched_and_all_answered(self):
+        sentences = [f"Open file number {i}" for i in range(24)]
+        before = self.request("healthz")[1]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(lambda s: self.request("api/translate", {"text": s, "beam": 1}), sentences))
+        self.assertTrue(all(status == 200 for status, _ in results))
+        # Each answer belongs to its own request.
+        for s, (_, r) in zip(sentences, results):
+            self.assertEqual(r["source_tokens"][:2], ["open", "file"])
+            self.assertEqual(r["source_tokens"][-1], s.split()[-1])
+        after = self.request("healthz")[1]
+        calls = after["decoder_calls"] - before["decoder_calls"]
+        self.assertEqual(after["sentences"] - before["sentences"], 24)
+        self.assertLess(calls, 24, "concurrent requests should share decoder calls")
+
+    def test_garbage_never_brings_it_down(self):
+        rng = random.Random(7)
+        for _ in range(60):
+            raw = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            status, _ = self.request(rng.choice(["api/translate", "api/attend"]), raw=raw)
+            self.assertIn(status, (400, 413))
+        self.assertEqual(self.request("healthz")[0], 200)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+// `attnkit serve` and `attnkit plot`.
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "attnkit/core/error.h"
+#include "attnkit/serve/server.h"
+#include "attnkit/viz/plot.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+
+Command add_serve_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("serve", "The translation API, the playground and the web page");
+  auto o = std::make_shared<serve::ServerOptions>();
+  app->add_option("--model", o->model_dir, "Model directory (without it: the playground only)");
+  app->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  app->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
+  app->add_option("--workers", o->threads, "HTTP worker threads")->capture_default_str();
+  app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")->capture_default_str();
+  app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")->capture_default_str();
+  app->add_option("--timeout", o->request_timeout_s, "Seconds before a translation request fails")
+      ->capture_default_str();
+  return {app, [o] { return serve::run_server(*o); }};
+}
+
+Command add_plot_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("plot", "Loss and BLEU curves of a training run (metrics.jsonl)");
+  auto metrics = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  app->add_option("metrics", *metrics, "A model directory's metrics.jsonl")->required();
+  app->add_option("--out", *out, "Output prefix (writes PREFIX.png and PREFIX.svg)")->required();
+  return {app, [metrics, out] {
+            const auto charts = viz::training_charts(*metrics);
+            viz::render_charts(charts, *out + ".png");
+            viz::render_charts(charts, *out + ".svg");
+            std::cout << "wrote " << *out << ".png and " << *out << ".svg\n";
+            return 0;
+          }};
+}
+
+}  // namespace attnkit::cli

@@ -1,0 +1,65 @@
+#include "batcher.h"
+
+#include <chrono>
+
+namespace attnkit::serve {
+
+Batcher::Batcher(seq2seq::Translator& translator, size_t max_batch, double window_ms)
+    : translator_(translator), max_batch_(max_batch), window_ms_(window_ms), worker_([this] { loop(); }) {}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  worker_.join();
+}
+
+std::future<seq2seq::Translation> Batcher::submit(const std::string& text, int beam) {
+  Request r{text, beam, {}};
+  auto future = r.promise.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(r));
+  }
+  ready_.notify_one();
+  return future;
+}
+
+void Batcher::loop() {
+  while (true) {
+    std::vector<Request> batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_ && queue_.empty()) return;
+      // Give concurrent requests a moment to arrive, so they share one decoder call.
+      ready_.wait_for(lock, std::chrono::duration<double, std::milli>(window_ms_),
+                      [&] { return stopping_ || queue_.size() >= max_batch_; });
+      const int beam = queue_.front().beam;
+      for (auto it = queue_.begin(); it != queue_.end() && batch.size() < max_batch_;) {
+        if (it->beam == beam) {
+          batch.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::vector<std::string> texts;
+    for (const auto& r : batch) texts.push_back(r.text);
+    try {
+      seq2seq::SearchOptions options;
+      options.beam_size = batch.front().beam;
+      auto results = translator_.translate(texts, options, max_batch_);
+      ++batches_;
+      sentences_ += batch.size();
+      for (size_t i = 0; i < batch.size(); ++i) batch[i].promise.set_value(std::move(results[i]));
+    } catch (...) {
+      for (auto& r : batch) r.promise.set_exception(std::current_exception());
+    }
+  }
+}
+
+}  // namespace attnkit::serve

@@ -1,0 +1,46 @@
+#pragma once
+
+// Private to src/serve: collects concurrent translation requests into batches.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "attnkit/seq2seq/translator.h"
+
+namespace attnkit::serve {
+
+class Batcher {
+ public:
+  Batcher(seq2seq::Translator& translator, size_t max_batch, double window_ms);
+  ~Batcher();
+  // Queued; the future is ready when the batch holding it has been translated.
+  std::future<seq2seq::Translation> submit(const std::string& text, int beam);
+  // Decoder calls made and sentences translated so far: batching shows as calls < sentences.
+  size_t batches_run() const { return batches_; }
+  size_t sentences_run() const { return sentences_; }
+
+ private:
+  struct Request {
+    std::string text;
+    int beam;
+    std::promise<seq2seq::Translation> promise;
+  };
+  void loop();
+
+  seq2seq::Translator& translator_;
+  size_t max_batch_;
+  double window_ms_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Request> queue_;
+  bool stopping_ = false;
+  std::atomic<size_t> batches_{0}, sentences_{0};
+  std::thread worker_;
+};
+
+}  // namespace attnkit::serve

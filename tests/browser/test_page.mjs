@@ -1,0 +1,106 @@
+// The web page in a real browser: Debian's chromium driven by playwright-core.
+// Usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR
+// Starts `attnkit serve` on 127.0.0.1 (any free port), then:
+//   1. types a sentence and presses Translate;
+//   2. checks the heatmap has |source| x |target| cells and that hovering highlights;
+//   3. runs the playground on the notes' soft-attention example (0.5761) and self attention (0.4711);
+//   4. saves screenshots into ARTIFACT_DIR.
+import { spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { chromium } from "playwright-core";
+
+const [binary, model, artifacts] = process.argv.slice(2);
+if (!binary || !model || !artifacts) {
+  console.error("usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR");
+  process.exit(2);
+}
+mkdirSync(artifacts, { recursive: true });
+
+let passed = 0, failed = 0;
+function check(name, ok, detail = "") {
+  if (ok) { passed++; console.log(`ok   ${name}`); }
+  else { failed++; console.log(`FAIL ${name} ${detail}`); }
+}
+
+function startServer() {
+  const server = spawn(binary, ["--threads", "1", "serve", "--model", model, "--host", "127.0.0.1", "--port", "0"],
+                       { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("the server did not start within 30 s")), 30000);
+    let out = "";
+    server.stdout.on("data", (chunk) => {
+      out += chunk;
+      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+\/)/);
+      if (m) { clearTimeout(timer); resolve({ server, url: m[1] }); }
+    });
+    server.on("exit", (code) => reject(new Error(`the server exited with ${code}`)));
+  });
+}
+
+const { server, url } = await startServer();
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  await page.goto(url);
+
+  // 1-2. Translate and inspect the heatmap.
+  const sentence = "Open the file";
+  await page.fill("#source", sentence);
+  await page.click("#translate-button");
+  await page.waitForSelector("#heatmap .cell", { timeout: 20000 });
+  const api = await (await fetch(url + "api/translate", {
+    method: "POST", body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
+  const translation = await page.textContent("#translation");
+  check("the page shows the API's translation", translation === api.translation, `${translation} vs ${api.translation}`);
+  const cells = await page.locator("#heatmap .cell").count();
+  const expected = api.source_tokens.length * api.target_tokens.length;
+  check(`the heatmap has |source| x |target| = ${expected} cells`, cells === expected, `got ${cells}`);
+  await page.hover('#heatmap .row-label[data-row="0"]');
+  const rowCells = await page.locator("#heatmap .cell.active").count();
+  const rowSources = await page.locator("#heatmap .col-label.active").count();
+  check("hovering a target token highlights the source tokens it attends to", rowCells > 0 && rowSources > 0,
+        `${rowCells} cells, ${rowSources} labels`);
+  await page.screenshot({ path: `${artifacts}/translate-hover-target.png`, fullPage: true });
+  await page.hover('#heatmap .col-label[data-col="0"]');
+  const colTargets = await page.locator("#heatmap .row-label.active").count();
+  check("hovering a source token highlights the target tokens that attend to it", colTargets > 0, `${colTargets}`);
+  await page.screenshot({ path: `${artifacts}/translate-hover-source.png`, fullPage: true });
+
+  // 3. The playground, loaded with the notes' soft-attention example.
+  await page.click("#attend-button");
+  await page.waitForSelector("#playground-weights td");
+  const soft = await page.textContent("#playground-weights");
+  check("the playground reproduces the notes' soft attention (0.5761, 0.2119)", soft.includes("0.5761") && soft.includes("0.2119"), soft);
+  await page.screenshot({ path: `${artifacts}/playground-soft.png`, fullPage: true });
+  await page.selectOption("#mechanism", "self");
+  await page.click("#attend-button");
+  await page.waitForFunction(() => document.querySelectorAll("#playground-weights tr").length === 3);
+  const self = await page.textContent("#playground-weights");
+  check("self attention of I3 gives 0.4711 on the diagonal", self.includes("0.4711") && self.includes("0.2645"), self);
+  await page.screenshot({ path: `${artifacts}/playground-self.png`, fullPage: true });
+
+  // Bad input gets a message, not a broken page.
+  await page.fill("#k", "[[1, 2]]");
+  await page.selectOption("#mechanism", "soft");
+  await page.fill("#q", "[[1, 0, 0]]");
+  await page.click("#attend-button");
+  await page.waitForFunction(() => document.querySelector("#attend-error").textContent.length > 0);
+  check("a shape mismatch shows the server's message", (await page.textContent("#attend-error")).includes("columns"));
+
+  const external = requests.filter((r) => !r.startsWith(url));
+  check("the page loads nothing from the network (no CDN)", external.length === 0, external.join(", "));
+} catch (e) {
+  check("the browser test ran to the end", false, e.stack);
+} finally {
+  await browser.close();
+  server.kill("SIGTERM");
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

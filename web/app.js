@@ -1,0 +1,128 @@
+"use strict";
+// attnkit's page: the translation with an interactive attention heatmap, and the playground.
+
+function viridis(t) {
+  const stops = [[68, 1, 84], [72, 36, 117], [65, 68, 135], [53, 95, 141], [42, 120, 142],
+                 [33, 145, 140], [34, 168, 132], [122, 209, 81], [253, 231, 37]];
+  t = Math.min(1, Math.max(0, t || 0)) * 8;
+  const i = Math.min(7, Math.floor(t)), f = t - i;
+  const c = stops[i].map((a, k) => Math.round(a + f * (stops[i + 1][k] - a)));
+  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+}
+
+async function post(url, body) {
+  const res = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+  const data = await res.json();
+  if (!res.ok) throw new Error(data.error || res.statusText);
+  return data;
+}
+
+// Rows: target tokens; columns: source tokens. Hovering a label lights up what it attends to.
+function drawHeatmap(container, sourceTokens, targetTokens, attention) {
+  container.innerHTML = "";
+  container.style.gridTemplateColumns = `auto repeat(${sourceTokens.length}, 34px)`;
+  const cells = [];
+  const corner = document.createElement("div");
+  container.appendChild(corner);
+  const colLabels = sourceTokens.map((tok, j) => {
+    const el = document.createElement("div");
+    el.className = "label col-label";
+    el.textContent = tok;
+    el.dataset.col = j;
+    container.appendChild(el);
+    return el;
+  });
+  const rowLabels = [];
+  targetTokens.forEach((tok, i) => {
+    const label = document.createElement("div");
+    label.className = "label row-label";
+    label.textContent = tok;
+    label.dataset.row = i;
+    container.appendChild(label);
+    rowLabels.push(label);
+    cells.push(sourceTokens.map((_, j) => {
+      const w = (attention[i] || [])[j] || 0;
+      const cell = document.createElement("div");
+      cell.className = "cell";
+      cell.style.background = viridis(w);
+      cell.dataset.row = i;
+      cell.dataset.col = j;
+      cell.dataset.weight = w;
+      cell.title = `${tok} ← ${sourceTokens[j]}: ${w.toFixed(4)}`;
+      container.appendChild(cell);
+      return cell;
+    }));
+  });
+  const clear = () => container.querySelectorAll(".active").forEach(el => el.classList.remove("active"));
+  // A strong link (>= half of the row's or column's maximum) is highlighted.
+  const light = (list, partner) => {
+    const max = Math.max(...list.map(c => +c.dataset.weight));
+    list.forEach(c => {
+      if (+c.dataset.weight >= 0.5 * max && max > 0) {
+        c.classList.add("active");
+        partner(c).classList.add("active");
+      }
+    });
+  };
+  rowLabels.forEach((label, i) => {
+    label.addEventListener("mouseenter", () => { clear(); label.classList.add("active"); light(cells[i], c => colLabels[+c.dataset.col]); });
+    label.addEventListener("mouseleave", clear);
+  });
+  colLabels.forEach((label, j) => {
+    label.addEventListener("mouseenter", () => { clear(); label.classList.add("active"); light(cells.map(r => r[j]), c => rowLabels[+c.dataset.row]); });
+    label.addEventListener("mouseleave", clear);
+  });
+}
+
+document.getElementById("translate-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const error = document.getElementById("translate-error");
+  error.textContent = "";
+  try {
+    const r = await post("/api/translate", {
+      text: document.getElementById("source").value,
+      beam: +document.getElementById("beam").value,
+    });
+    document.getElementById("translation").textContent = r.translation;
+    drawHeatmap(document.getElementById("heatmap"), r.source_tokens, r.target_tokens, r.attention);
+  } catch (e) {
+    error.textContent = e.message;
+  }
+});
+
+function fillTable(table, rows) {
+  table.innerHTML = "";
+  rows.forEach(row => {
+    const tr = document.createElement("tr");
+    row.forEach(v => {
+      const td = document.createElement("td");
+      td.textContent = v.toFixed(4);
+      tr.appendChild(td);
+    });
+    table.appendChild(tr);
+  });
+}
+
+document.getElementById("attend-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const error = document.getElementById("attend-error");
+  error.textContent = "";
+  try {
+    const mechanism = document.getElementById("mechanism").value;
+    const body = {mechanism, score: document.getElementById("score").value};
+    const parse = id => JSON.parse(document.getElementById(id).value);
+    if (mechanism === "self") body.x = parse("q");
+    else Object.assign(body, {q: parse("q"), k: parse("k"), v: parse("v")});
+    const r = await post("/api/attend", body);
+    fillTable(document.getElementById("playground-weights"), r.weights);
+    fillTable(document.getElementById("playground-output"), r.output);
+  } catch (e) {
+    error.textContent = e.message;
+  }
+});
+
+// Self attention is the notes' softmax(X Xᵀ/√d) X: switch the score with the mechanism.
+document.getElementById("mechanism").addEventListener("change", (event) => {
+  document.getElementById("score").value = event.target.value === "self" ? "scaled-dot" : "dot";
+  if (event.target.value === "self") document.getElementById("q").value = "[[1, 0, 0], [0, 1, 0], [0, 0, 1]]";
+});
