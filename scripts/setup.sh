@@ -12,6 +12,7 @@ packages=(
   libsentencepiece-dev    # subword tokenizer
   libcairo2-dev fonts-noto-cjk   # heatmaps and charts, with CJK labels
   libcpp-httplib-dev      # attnkit serve
+  libgloo-dev             # torch::distributed (c10d ProcessGroupGloo) for --nproc
   chromium                # the browser test of the web page
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
 )

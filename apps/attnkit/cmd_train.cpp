@@ -1,10 +1,19 @@
 // `attnkit train`: the second note's Seq2Seq with attention on a parallel corpus.
 
 #include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/corpus.h"
@@ -30,7 +39,86 @@ struct TrainArgs {
   std::string score = "bahdanau", weighting = "soft", hard_gradient = "straight-through";
   train::TrainOptions options;
   bool quiet = false;
+  int nproc = 1;
+  double dist_timeout = 120;
+  int threads = 0;  // the global --threads, for the workers --nproc spawns
 };
+
+// A port the kernel says is free now (the master binds it a moment later).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw Error("train --nproc: cannot find a free port on 127.0.0.1");
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `--nproc N`: N copies of this command as ranks 0..N-1 on 127.0.0.1, as torchrun would start
+// them. If one fails, the others are stopped and the failure is reported.
+int spawn_workers(const TrainArgs& a, const std::vector<std::string>& command_line) {
+  const int port = free_port();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = a.threads > 0 ? a.threads : std::max(1, static_cast<int>(cores) / a.nproc);
+  std::vector<std::string> args = {"/proc/self/exe", "--threads", std::to_string(threads)};
+  for (size_t i = 1; i < command_line.size(); ++i) {
+    const auto& arg = command_line[i];
+    if (arg == "--nproc" || arg == "--threads") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("--nproc=", 0) == 0 || arg.rfind("--threads=", 0) == 0) continue;
+    args.push_back(arg);
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.nproc; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const auto name = kv.substr(0, kv.find('='));
+      if (name != "RANK" && name != "WORLD_SIZE" && name != "LOCAL_RANK" && name != "MASTER_ADDR" &&
+          name != "MASTER_PORT")
+        env.push_back(kv);
+    }
+    for (const auto& kv :
+         {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+          "WORLD_SIZE=" + std::to_string(a.nproc), std::string("MASTER_ADDR=127.0.0.1"),
+          "MASTER_PORT=" + std::to_string(port)})
+      env.push_back(kv);
+    std::vector<char*> argv, envp;
+    for (auto& x : args) argv.push_back(x.data());
+    argv.push_back(nullptr);
+    for (auto& x : env) envp.push_back(x.data());
+    envp.push_back(nullptr);
+    pid_t pid;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()) != 0)
+      throw Error("train --nproc: cannot start worker " + std::to_string(r));
+    pids.push_back(pid);
+  }
+  int failed_rank = -1, code = 0;
+  for (size_t done = 0; done < pids.size(); ++done) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    const int rank = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+    const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (exit_code != 0 && failed_rank < 0) {
+      failed_rank = rank;
+      code = exit_code;
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (static_cast<int>(i) != rank) kill(pids[i], SIGTERM);
+    }
+  }
+  if (failed_rank >= 0) {
+    std::cerr << "train: worker rank " << failed_rank << " failed (exit code " << code
+              << "); the other workers were stopped\n";
+    return 1;
+  }
+  return 0;
+}
 
 std::string bleu_tokenizer_for(const std::string& spec) { return spec == "zh" ? "zh" : "13a"; }
 
@@ -48,7 +136,8 @@ std::string resolve_tokenizer(const std::string& spec, const std::vector<data::P
   if (spec.rfind("spm:", 0) == 0) {  // keep the model inside the model directory
     const fs::path model = spec.substr(4);
     const auto dest = fs::path(a.options.model_dir) / (name + ".spm.model");
-    if (fs::absolute(model) != fs::absolute(dest)) fs::copy_file(model, dest, fs::copy_options::overwrite_existing);
+    if (fs::absolute(model) != fs::absolute(dest))
+      fs::copy_file(model, dest, fs::copy_options::overwrite_existing);
     return "spm:" + name + ".spm.model";
   }
   data::make_tokenizer(spec);  // validates the name
@@ -70,10 +159,19 @@ std::vector<train::Example> encode(const std::vector<data::Pair>& pairs, const d
   return out;
 }
 
-int run(TrainArgs a) {
+int run(TrainArgs a, const std::vector<std::string>& command_line) {
   auto& o = a.options;
   if (o.model_dir.empty()) throw Error("train: --model-dir is required");
-  o.progress = !a.quiet;
+  auto dist_options = train::distributed_from_env();
+  if (a.nproc > 1 && dist_options.world_size == 1) return spawn_workers(a, command_line);
+  std::unique_ptr<train::Distributed> dist;
+  if (dist_options.world_size > 1) {
+    dist_options.timeout_s = a.dist_timeout;
+    dist = std::make_unique<train::Distributed>(dist_options);
+    o.distributed = dist.get();
+  }
+  const bool main_rank = !dist || dist->is_main();
+  o.progress = !a.quiet && main_rank;
   data::TsvOptions tsv;
   tsv.reverse = a.reverse;
   tsv.strict = a.strict;
@@ -82,15 +180,22 @@ int run(TrainArgs a) {
   std::vector<data::Pair> valid_pairs;
   if (!a.valid.empty()) valid_pairs = data::read_tsv(a.valid, tsv, &valid_report);
   for (const auto* r : {&train_report, &valid_report}) {
+    if (!main_rank) break;
     for (const auto& p : r->problems) std::cerr << "warning: " << p << " (skipped)\n";
     if (r->skipped > r->problems.size())
-      std::cerr << "warning: " << r->skipped - r->problems.size() << " more malformed lines skipped\n";
+      std::cerr << "warning: " << r->skipped - r->problems.size()
+                << " more malformed lines skipped\n";
   }
   fs::create_directories(o.model_dir);
 
   seq2seq::ModelConfig config;
   data::Vocab source_vocab, target_vocab;
-  if (o.resume) {
+  // Rank 0 prepares the model directory first. The other ranks then read what it wrote when
+  // they share its filesystem, or prepare the same (deterministic) vocabularies on their own disk.
+  if (dist && !main_rank) dist->barrier();
+  const bool prepare_here =
+      !o.resume && (main_rank || !fs::exists(fs::path(o.model_dir) / "config.json"));
+  if (!prepare_here) {
     config = seq2seq::load_config(o.model_dir);
     source_vocab = data::Vocab::load((fs::path(o.model_dir) / "source.vocab").string());
     target_vocab = data::Vocab::load((fs::path(o.model_dir) / "target.vocab").string());
@@ -100,7 +205,7 @@ int run(TrainArgs a) {
   }
   auto st = data::make_tokenizer(config.source_tokenizer, o.model_dir);
   auto tt = data::make_tokenizer(config.target_tokenizer, o.model_dir);
-  if (!o.resume) {
+  if (prepare_here) {
     std::vector<std::vector<std::string>> src, tgt;
     for (const auto& p : train_pairs) {
       src.push_back(st->tokenize(p.source));
@@ -127,6 +232,7 @@ int run(TrainArgs a) {
     target_vocab.save((fs::path(o.model_dir) / "target.vocab").string());
     seq2seq::save_config(o.model_dir, config);
   }
+  if (dist && main_rank) dist->barrier();
 
   train::TrainData data;
   size_t dropped = 0;
@@ -137,16 +243,22 @@ int run(TrainArgs a) {
     data.valid_references.push_back(p.target);
   }
   o.bleu_tokenize = bleu_tokenizer_for(config.target_tokenizer);
-  std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
-            << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
-            << source_vocab.size() << " -> " << target_vocab.size() << ", attention "
-            << (config.model.attention() ? to_string(config.model.score()) + "/" + to_string(config.model.weighting())
-                                         : std::string("off (fixed context)"))
-            << (o.resume ? ", resuming" : "") << "\n";
+  if (main_rank)
+    std::cerr << "train: " << data.train.size() << " pairs (" << dropped
+              << " dropped: empty or over " << a.max_len << " tokens), valid: " << data.valid.size()
+              << ", vocab " << source_vocab.size() << " -> " << target_vocab.size()
+              << ", attention "
+              << (config.model.attention()
+                      ? to_string(config.model.score()) + "/" + to_string(config.model.weighting())
+                      : std::string("off (fixed context)"))
+              << (o.resume ? ", resuming" : "")
+              << (dist ? ", " + std::to_string(dist->world_size()) + " ranks" : std::string())
+              << "\n";
 
   at::manual_seed(o.seed);  // initialisation, so the same seed gives the same model
   seq2seq::Seq2Seq model(config.model);
   auto result = train::train_model(model, config, source_vocab, target_vocab, data, o);
+  if (!main_rank) return 0;
   std::cout << "stopped: " << result.stopped_because << " after " << result.steps << " steps ("
             << result.epochs_done << " epochs, " << static_cast<int>(result.train_seconds) << " s, "
             << static_cast<int>(result.target_tokens_per_second) << " target tokens/s)\n"
@@ -163,14 +275,20 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--train", a->train, "Training pairs, source<TAB>target")->required();
   app->add_option("--valid", a->valid, "Validation pairs (for loss, BLEU, early stopping)");
   app->add_option("--model-dir", o.model_dir, "Where the model goes")->required();
-  app->add_option("--source-tokenizer", a->source_tokenizer, "en | en-lower | en-norm | zh | spm | spm:<model>")
+  app->add_option("--source-tokenizer", a->source_tokenizer,
+                  "en | en-lower | en-norm | zh | spm | spm:<model>")
       ->capture_default_str();
-  app->add_option("--target-tokenizer", a->target_tokenizer, "en | en-lower | en-norm | zh | spm | spm:<model>")
+  app->add_option("--target-tokenizer", a->target_tokenizer,
+                  "en | en-lower | en-norm | zh | spm | spm:<model>")
       ->capture_default_str();
-  app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")->capture_default_str();
-  app->add_option("--min-freq", a->min_freq, "Minimum token count for the vocabularies")->capture_default_str();
-  app->add_option("--max-vocab", a->max_vocab, "Largest vocabulary (0: no limit)")->capture_default_str();
-  app->add_option("--max-len", a->max_len, "Drop pairs with a longer side (tokens)")->capture_default_str();
+  app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")
+      ->capture_default_str();
+  app->add_option("--min-freq", a->min_freq, "Minimum token count for the vocabularies")
+      ->capture_default_str();
+  app->add_option("--max-vocab", a->max_vocab, "Largest vocabulary (0: no limit)")
+      ->capture_default_str();
+  app->add_option("--max-len", a->max_len, "Drop pairs with a longer side (tokens)")
+      ->capture_default_str();
   app->add_flag("--reverse", a->reverse, "Swap the TSV columns");
   app->add_flag("--strict", a->strict, "Stop at the first malformed line");
   app->add_option("--embed", a->embed)->capture_default_str();
@@ -178,7 +296,8 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--layers", a->layers)->capture_default_str();
   app->add_flag("--unidirectional", a->unidirectional, "A one-direction encoder");
   app->add_option("--dropout", a->dropout)->capture_default_str();
-  app->add_flag("--no-attention", a->no_attention, "The baseline: one fixed context C from the encoder");
+  app->add_flag("--no-attention", a->no_attention,
+                "The baseline: one fixed context C from the encoder");
   app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
       ->capture_default_str();
   app->add_option("--weighting", a->weighting, "soft | hard | local")->capture_default_str();
@@ -188,7 +307,8 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--window", a->window, "Local attention half-width")->capture_default_str();
   app->add_flag("--no-input-feeding", a->no_input_feeding);
   app->add_option("--self-attention-layers", a->self_attention_layers,
-                  "Multi-head self-attention layers over the encoder states")->capture_default_str();
+                  "Multi-head self-attention layers over the encoder states")
+      ->capture_default_str();
   app->add_option("--heads", a->heads)->capture_default_str();
   app->add_option("--epochs", o.epochs)->capture_default_str();
   app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)");
@@ -200,14 +320,26 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
   app->add_option("--lr-decay", o.lr_decay)->capture_default_str();
   app->add_option("--lr-patience", o.lr_patience)->capture_default_str();
-  app->add_option("--early-stop", o.early_stop, "Epochs without improvement before stopping (0: never)")
+  app->add_option("--early-stop", o.early_stop,
+                  "Epochs without improvement before stopping (0: never)")
       ->capture_default_str();
   app->add_option("--checkpoint-every", o.checkpoint_every)->capture_default_str();
   app->add_option("--valid-bleu-sentences", o.valid_bleu_sentences)->capture_default_str();
   app->add_option("--seed", o.seed)->capture_default_str();
   app->add_flag("--resume", o.resume, "Continue from MODEL_DIR/checkpoint.pt");
   app->add_flag("--quiet", a->quiet, "No progress bar");
-  return {app, [a] { return run(*a); }};
+  app->add_option("--nproc", a->nproc,
+                  "Data-parallel workers on this machine (Gloo over 127.0.0.1); multi-machine runs "
+                  "use RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them")
+      ->capture_default_str();
+  app->add_option("--dist-timeout", a->dist_timeout,
+                  "Seconds a rank waits for the others before failing")
+      ->capture_default_str();
+  CLI::App* root = &parent;
+  return {app, [a, root] {
+            a->threads = root->get_option("--threads")->as<int>();
+            return run(*a, command_line());
+          }};
 }
 
 }  // namespace attnkit::cli

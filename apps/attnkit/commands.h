@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace attnkit::cli {
 
@@ -11,6 +13,10 @@ struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
 };
+
+// The process's command line (for commands that start copies of themselves).
+const std::vector<std::string>& command_line();
+void set_command_line(int argc, char** argv);
 
 Command add_info_command(CLI::App& parent);
 Command add_attend_command(CLI::App& parent);
@@ -21,5 +27,6 @@ Command add_eval_command(CLI::App& parent);
 Command add_bleu_command(CLI::App& parent);
 Command add_serve_command(CLI::App& parent);
 Command add_plot_command(CLI::App& parent);
+Command add_export_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -10,7 +10,16 @@
 #include "attnkit/version.h"
 #include "commands.h"
 
+namespace attnkit::cli {
+namespace {
+std::vector<std::string> g_command_line;
+}
+const std::vector<std::string>& command_line() { return g_command_line; }
+void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+}  // namespace attnkit::cli
+
 int main(int argc, char** argv) {
+  attnkit::cli::set_command_line(argc, argv);
   CLI::App app{"attnkit: attention mechanisms and attention-based translation, on LibTorch"};
   app.set_version_flag("--version", std::string("attnkit ") + attnkit::kVersion);
   app.require_subcommand(1);
@@ -23,7 +32,7 @@ int main(int argc, char** argv) {
       cli::add_info_command(app),      cli::add_attend_command(app), cli::add_corpus_command(app),
       cli::add_train_command(app),     cli::add_translate_command(app),
       cli::add_eval_command(app),      cli::add_bleu_command(app),   cli::add_serve_command(app),
-      cli::add_plot_command(app)};
+      cli::add_plot_command(app),      cli::add_export_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -51,13 +51,15 @@ class Progress {
     const double since = seconds_since(last_);
     if (since < (tty_ ? 0.25 : 10.0) && batch + 1 != batches) return;
     last_ = Clock::now();
-    const int width = 24, filled = static_cast<int>(width * (batch + 1) / std::max<size_t>(batches, 1));
+    const int width = 24,
+              filled = static_cast<int>(width * (batch + 1) / std::max<size_t>(batches, 1));
     std::string bar(filled, '=');
     bar.resize(width, ' ');
     std::fprintf(stderr, "%sepoch %lld/%lld [%s] %3d%% %7.0f tok/s  loss %.3f  ETA %s%s",
-                 tty_ ? "\r" : "", static_cast<long long>(epoch + 1), static_cast<long long>(epochs),
-                 bar.c_str(), static_cast<int>(100 * (batch + 1) / std::max<size_t>(batches, 1)),
-                 tokens_per_s, loss, clock_text(eta).c_str(), tty_ ? "\033[K" : "\n");
+                 tty_ ? "\r" : "", static_cast<long long>(epoch + 1),
+                 static_cast<long long>(epochs), bar.c_str(),
+                 static_cast<int>(100 * (batch + 1) / std::max<size_t>(batches, 1)), tokens_per_s,
+                 loss, clock_text(eta).c_str(), tty_ ? "\033[K" : "\n");
     std::fflush(stderr);
   }
   void end_line() {
@@ -88,7 +90,8 @@ void save_checkpoint(const std::string& path, Seq2Seq& model, torch::optim::Adam
   archive.write("metrics", at::tensor({p.best_bleu, p.best_loss, p.lr, p.baseline}, at::kDouble));
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot write the checkpoint");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(path + ": cannot write the checkpoint");
 }
 
 Position load_checkpoint(const std::string& path, Seq2Seq& model, torch::optim::Adam& optimizer) {
@@ -139,7 +142,8 @@ double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t
   int64_t tokens = 0;
   for (size_t start = 0; start < valid.size(); start += batch_size) {
     std::vector<size_t> members;
-    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i) members.push_back(i);
+    for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
+      members.push_back(i);
     auto b = collate(valid, members);
     auto out = model->forward(b.source, b.lengths, b.target_in);
     total += sequence_loss(out.logits, b.target_out, 0.0).item<double>() * b.target_tokens;
@@ -151,9 +155,22 @@ double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t
 
 }  // namespace
 
+void load_checkpoint_weights(Seq2Seq& model, const std::string& path) {
+  if (!fs::exists(path)) throw Error(path + ": no such checkpoint");
+  try {
+    torch::serialize::InputArchive archive, model_archive;
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    model->load(model_archive);
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    throw Error(path + ": cannot read the weights (" + what.substr(0, what.find('\n')) + ")");
+  }
+}
+
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing) {
-  auto log_probs = at::log_softmax(logits, -1);                          // [B, T, V]
-  auto nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1);   // [B, T]
+  auto log_probs = at::log_softmax(logits, -1);                        // [B, T, V]
+  auto nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1);  // [B, T]
   auto loss = smoothing > 0 ? (1 - smoothing) * nll - smoothing * log_probs.mean(-1) : nll;
   auto mask = (target != data::Vocab::kPad).to(loss.scalar_type());
   return (loss * mask).sum() / mask.sum().clamp_min(1);
@@ -163,6 +180,9 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
                         const TrainData& data, const TrainOptions& o) {
   if (data.train.empty()) throw Error("train: no training pairs left after filtering");
+  Distributed* dist = o.distributed;
+  const bool main_rank = !dist || dist->is_main();
+  const int rank = dist ? dist->rank() : 0, world = dist ? dist->world_size() : 1;
   fs::create_directories(o.model_dir);
   const std::string checkpoint = (fs::path(o.model_dir) / "checkpoint.pt").string();
   const std::string best_path = (fs::path(o.model_dir) / "model.pt").string();
@@ -175,16 +195,21 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
   if (o.resume) {
     p = load_checkpoint(checkpoint, model, optimizer);
     set_lr(optimizer, p.lr);
+    // The checkpoint holds rank 0's generator; the others continue from a seed of their own.
+    if (rank > 0)
+      at::manual_seed(o.seed + 7919u * static_cast<uint64_t>(rank) + static_cast<uint64_t>(p.step));
   } else {
-    at::manual_seed(static_cast<uint64_t>(o.seed));
+    at::manual_seed(static_cast<uint64_t>(o.seed) + static_cast<uint64_t>(rank));
   }
-  std::ofstream log((fs::path(o.model_dir) / "metrics.jsonl").string(),
-                    o.resume ? std::ios::app : std::ios::trunc);
+  std::ofstream log;
+  if (main_rank)
+    log.open((fs::path(o.model_dir) / "metrics.jsonl").string(),
+             o.resume ? std::ios::app : std::ios::trunc);
   auto previous_handler = std::signal(SIGINT, on_sigint);
   g_interrupted = false;
 
   TrainResult result;
-  Progress progress(o.progress);
+  Progress progress(o.progress && main_rank);
   const auto started = Clock::now();
   int64_t tokens_done = 0;
   model->train();
@@ -196,42 +221,86 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
     const auto epoch_started = Clock::now();
     int64_t epoch_tokens = 0;
     for (; p.batch < static_cast<int64_t>(batches.size()); ++p.batch) {
-      if (g_interrupted) { result.stopped_because = "interrupted"; stop = true; break; }
-      if (o.time_limit > 0 && seconds_since(started) >= o.time_limit) { result.stopped_because = "time limit"; stop = true; break; }
-      if (o.max_steps > 0 && result.steps >= o.max_steps) { result.stopped_because = "max steps"; stop = true; break; }
-      auto b = collate(data.train, batches[p.batch]);
-      optimizer.zero_grad();
-      auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing);
-      auto loss = sequence_loss(out.logits, b.target_out, o.label_smoothing);
-      auto objective = loss;
-      if (reinforce && out.log_prob.defined()) {
-        // Xu et al. (2015): reward = -per-sentence NLL, a moving-average baseline, entropy bonus.
-        auto mask = (b.target_out != data::Vocab::kPad).to(at::kFloat);
-        auto nll = -at::log_softmax(out.logits.detach(), -1).gather(-1, b.target_out.unsqueeze(-1)).squeeze(-1);
-        auto reward = -(nll * mask).sum(1) / mask.sum(1).clamp_min(1);  // [B]
-        const double mean_reward = reward.mean().item<double>();
-        if (!p.baseline_set) { p.baseline = mean_reward; p.baseline_set = true; }
-        auto advantage = (reward - p.baseline).unsqueeze(1);               // [B, 1]
-        const double ntok = mask.sum().item<double>();
-        objective = objective - (advantage * out.log_prob * mask).sum() / ntok -
-                    o.entropy_bonus * (out.entropy * mask).sum() / ntok;
-        p.baseline = o.baseline_momentum * p.baseline + (1 - o.baseline_momentum) * mean_reward;
+      std::string why;
+      if (g_interrupted)
+        why = "interrupted";
+      else if (o.time_limit > 0 && seconds_since(started) >= o.time_limit)
+        why = "time limit";
+      else if (o.max_steps > 0 && result.steps >= o.max_steps)
+        why = "max steps";
+      // This rank's shard of the global batch: contiguous, so ranks together cover it once.
+      std::vector<size_t> members = batches[p.batch];
+      if (dist) {
+        const size_t n = members.size();
+        members = std::vector<size_t>(members.begin() + n * rank / world,
+                                      members.begin() + n * (rank + 1) / world);
       }
-      objective.backward();
+      int64_t local_tokens = 0;
+      for (size_t i : members)
+        local_tokens += static_cast<int64_t>(data.train[i].target.size()) + 1;
+      int64_t global_tokens = local_tokens;
+      if (dist) {
+        // One small all-reduce agrees on stopping (ranks see clocks and signals differently)
+        // and counts the global batch's tokens.
+        auto agreed =
+            dist->allreduce_sum({why.empty() ? 0.0 : 1.0, static_cast<double>(local_tokens)});
+        if (agreed[0] > 0 && why.empty()) why = "stopped by another rank";
+        global_tokens = static_cast<int64_t>(agreed[1]);
+      }
+      if (!why.empty()) {
+        result.stopped_because = why;
+        stop = true;
+        break;
+      }
+      optimizer.zero_grad();
+      at::Tensor loss, objective;
+      int64_t batch_tokens = 0;
+      if (!members.empty()) {
+        auto b = collate(data.train, members);
+        batch_tokens = b.target_tokens;
+        auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing);
+        loss = sequence_loss(out.logits, b.target_out, o.label_smoothing);
+        objective = loss;
+        if (reinforce && out.log_prob.defined()) {
+          // Xu et al. (2015): reward = -per-sentence NLL, a moving-average baseline, entropy bonus.
+          auto mask = (b.target_out != data::Vocab::kPad).to(at::kFloat);
+          auto nll = -at::log_softmax(out.logits.detach(), -1)
+                          .gather(-1, b.target_out.unsqueeze(-1))
+                          .squeeze(-1);
+          auto reward = -(nll * mask).sum(1) / mask.sum(1).clamp_min(1);  // [B]
+          const double mean_reward = reward.mean().item<double>();
+          if (!p.baseline_set) {
+            p.baseline = mean_reward;
+            p.baseline_set = true;
+          }
+          auto advantage = (reward - p.baseline).unsqueeze(1);  // [B, 1]
+          const double ntok = mask.sum().item<double>();
+          objective = objective - (advantage * out.log_prob * mask).sum() / ntok -
+                      o.entropy_bonus * (out.entropy * mask).sum() / ntok;
+          p.baseline = o.baseline_momentum * p.baseline + (1 - o.baseline_momentum) * mean_reward;
+        }
+        // Weighted by this shard's share of the tokens, the summed gradients are the gradient
+        // of the global batch's mean loss: the same step a single process would take.
+        if (dist)
+          objective =
+              objective * (static_cast<double>(local_tokens) / std::max<int64_t>(global_tokens, 1));
+        objective.backward();
+      }
+      if (dist) dist->allreduce_gradients(model->parameters());
       if (o.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
       optimizer.step();
       ++p.step;
       ++result.steps;
-      const double l = loss.item<double>();
-      loss_sum += l * b.target_tokens;
-      loss_tokens += b.target_tokens;
-      tokens_done += b.target_tokens;
-      epoch_tokens += b.target_tokens;
+      const double l = loss.defined() ? loss.item<double>() : 0.0;  // this rank's share
+      loss_sum += l * batch_tokens;
+      loss_tokens += batch_tokens;
+      tokens_done += global_tokens;
+      epoch_tokens += global_tokens;
       const double elapsed = seconds_since(epoch_started);
       const double rate = epoch_tokens / std::max(elapsed, 1e-9);
       const double eta = elapsed / (p.batch + 1) * (batches.size() - p.batch - 1);
       progress.update(p.epoch, o.epochs, p.batch, batches.size(), rate, l, eta);
-      if (o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0) {
+      if (main_rank && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0) {
         Position next = p;
         ++next.batch;
         save_checkpoint(checkpoint, model, optimizer, next);
@@ -241,62 +310,82 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
     result.last_train_loss = loss_tokens ? loss_sum / loss_tokens : 0;
     if (stop) break;
 
-    // End of epoch: validate, keep the best, adapt the learning rate, maybe stop.
-    const double valid_loss = validation_loss(model, data.valid, o.batch_size);
-    double bleu = -1;
-    if (!data.valid_sources.empty()) {
-      const size_t n = std::min(o.valid_bleu_sentences, data.valid_sources.size());
-      std::vector<std::string> sources(data.valid_sources.begin(), data.valid_sources.begin() + n);
-      std::vector<std::string> refs(data.valid_references.begin(), data.valid_references.begin() + n);
-      seq2seq::Translator translator(config, model, source_vocab, target_vocab);
-      seq2seq::SearchOptions greedy;
-      greedy.beam_size = 1;
-      std::vector<std::string> hyps;
-      for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
-      eval::BleuOptions bo;
-      bo.tokenize = o.bleu_tokenize;
-      bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
-      model->train();
-    }
-    // Without validation data there is nothing to compare: keep the latest weights, never decay.
-    const bool validated = !data.valid.empty() || !data.valid_sources.empty();
-    const bool better = !validated || bleu > p.best_bleu + 1e-9 ||
-                        (bleu == p.best_bleu && valid_loss < p.best_loss);
-    if (better || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
-    if (better) {
-      p.best_bleu = bleu;
-      p.best_loss = std::min(p.best_loss, valid_loss);
-      p.bad_epochs = p.bad_lr_epochs = 0;
-    } else {
-      ++p.bad_epochs;
-      if (++p.bad_lr_epochs > o.lr_patience) {
-        p.lr *= o.lr_decay;
-        set_lr(optimizer, p.lr);
-        p.bad_lr_epochs = 0;
+    // End of epoch: rank 0 validates, keeps the best, adapts the learning rate and decides
+    // whether to stop; the other ranks follow its decisions.
+    bool early = false;
+    if (main_rank) {
+      const double valid_loss = validation_loss(model, data.valid, o.batch_size);
+      double bleu = -1;
+      if (!data.valid_sources.empty()) {
+        const size_t n = std::min(o.valid_bleu_sentences, data.valid_sources.size());
+        std::vector<std::string> sources(data.valid_sources.begin(),
+                                         data.valid_sources.begin() + n);
+        std::vector<std::string> refs(data.valid_references.begin(),
+                                      data.valid_references.begin() + n);
+        seq2seq::Translator translator(config, model, source_vocab, target_vocab);
+        seq2seq::SearchOptions greedy;
+        greedy.beam_size = 1;
+        std::vector<std::string> hyps;
+        for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
+        eval::BleuOptions bo;
+        bo.tokenize = o.bleu_tokenize;
+        bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
+        model->train();
       }
+      // Without validation data there is nothing to compare: keep the latest weights, never decay.
+      const bool validated = !data.valid.empty() || !data.valid_sources.empty();
+      const bool better = !validated || bleu > p.best_bleu + 1e-9 ||
+                          (bleu == p.best_bleu && valid_loss < p.best_loss);
+      if (better || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
+      if (better) {
+        p.best_bleu = bleu;
+        p.best_loss = std::min(p.best_loss, valid_loss);
+        p.bad_epochs = p.bad_lr_epochs = 0;
+      } else {
+        ++p.bad_epochs;
+        if (++p.bad_lr_epochs > o.lr_patience) {
+          p.lr *= o.lr_decay;
+          p.bad_lr_epochs = 0;
+        }
+      }
+      early = o.early_stop > 0 && p.bad_epochs >= o.early_stop;
+      const double tps = epoch_tokens / std::max(seconds_since(epoch_started), 1e-9);
+      nlohmann::json line = {{"epoch", p.epoch + 1},
+                             {"step", p.step},
+                             {"train_loss", result.last_train_loss},
+                             {"valid_loss", valid_loss},
+                             {"valid_bleu", bleu},
+                             {"lr", p.lr},
+                             {"target_tokens_per_s", tps},
+                             {"elapsed_s", seconds_since(started)},
+                             {"best", better},
+                             {"ranks", world}};
+      log << line.dump() << "\n" << std::flush;
+      if (o.progress)
+        std::fprintf(stderr, "epoch %lld: train loss %.4f, valid loss %.4f, valid BLEU %.2f%s\n",
+                     static_cast<long long>(p.epoch + 1), result.last_train_loss, valid_loss, bleu,
+                     better ? " (best)" : "");
     }
-    const double tps = epoch_tokens / std::max(seconds_since(epoch_started), 1e-9);
-    nlohmann::json line = {{"epoch", p.epoch + 1}, {"step", p.step},
-                           {"train_loss", result.last_train_loss}, {"valid_loss", valid_loss},
-                           {"valid_bleu", bleu}, {"lr", p.lr}, {"target_tokens_per_s", tps},
-                           {"elapsed_s", seconds_since(started)}, {"best", better}};
-    log << line.dump() << "\n" << std::flush;
-    if (o.progress)
-      std::fprintf(stderr, "epoch %lld: train loss %.4f, valid loss %.4f, valid BLEU %.2f%s\n",
-                   static_cast<long long>(p.epoch + 1), result.last_train_loss, valid_loss, bleu,
-                   better ? " (best)" : "");
+    if (dist) {
+      auto decided = dist->broadcast({p.lr, early ? 1.0 : 0.0});
+      p.lr = decided[0];
+      early = decided[1] > 0;
+    }
+    set_lr(optimizer, p.lr);
     ++result.epochs_done;
-    Position next = p;
-    ++next.epoch;
-    next.batch = 0;
-    save_checkpoint(checkpoint, model, optimizer, next);
-    if (o.early_stop > 0 && p.bad_epochs >= o.early_stop) {
+    if (main_rank) {
+      Position next = p;
+      ++next.epoch;
+      next.batch = 0;
+      save_checkpoint(checkpoint, model, optimizer, next);
+    }
+    if (early) {
       result.stopped_because = "early stopping";
       ++p.epoch;
       break;
     }
   }
-  if (stop) {
+  if (stop && main_rank) {
     save_checkpoint(checkpoint, model, optimizer, p);
     // Without validation the latest weights are the best we know of.
     const bool validated = !data.valid.empty() || !data.valid_sources.empty();

@@ -11,9 +11,12 @@ import random
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -401,6 +404,92 @@ class ServeCli(unittest.TestCase):
             status, _ = self.request(rng.choice(["api/translate", "api/attend"]), raw=raw)
             self.assertIn(status, (400, 413))
         self.assertEqual(self.request("healthz")[0], 200)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DistributedCli(unittest.TestCase):
+    """Data-parallel training over Gloo on 127.0.0.1."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        attnkit("corpus", "synthetic", "--task", "reverse", "--count", "600", "--symbols", "6",
+                "--out", os.path.join(cls.dir, "train.tsv"))
+        attnkit("corpus", "synthetic", "--task", "reverse", "--count", "40", "--symbols", "6", "--seed", "3",
+                "--out", os.path.join(cls.dir, "valid.tsv"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def train_args(self, model_dir, *extra):
+        return ["train", "--train", os.path.join(self.dir, "train.tsv"), "--model-dir", model_dir,
+                "--source-tokenizer", "en", "--target-tokenizer", "en", "--embed", "16", "--hidden", "32",
+                "--dropout", "0", "--batch-size", "16", "--quiet", *extra]
+
+    def test_two_processes_equal_one_process_on_the_combined_batch(self):
+        # 45 steps cross an epoch boundary (38 batches), so rank 0's validation and its
+        # broadcast decisions are part of the run.
+        extra = ["--valid", os.path.join(self.dir, "valid.tsv"), "--max-steps", "45", "--epochs", "3"]
+        one, two = os.path.join(self.dir, "one"), os.path.join(self.dir, "two")
+        attnkit(*self.train_args(one, *extra))
+        p = attnkit(*self.train_args(two, *extra, "--nproc", "2"))
+        self.assertIn("max steps after 45 steps", p.stdout)
+        # The final weights are in the checkpoint; compare those rather than the best epoch's.
+        for d in (one, two):
+            attnkit("export", "--model", d, "--from-checkpoint", "--out", os.path.join(d, "weights.pt"))
+        a = torch.load(os.path.join(one, "weights.pt"))
+        b = torch.load(os.path.join(two, "weights.pt"))
+        self.assertEqual(a.keys(), b.keys())
+        worst = max((a[k] - b[k]).abs().max().item() for k in a)
+        self.assertLess(worst, 1e-5)
+        self.assertGreater(max((a[k] - torch.zeros_like(a[k])).abs().max().item() for k in a), 0)
+
+    def launch_pair(self, model_dir, timeout=5):
+        port = str(free_port())
+        procs = []
+        for rank in (0, 1):
+            env = dict(os.environ, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            procs.append(subprocess.Popen([BIN, "--threads", "1", *self.train_args(
+                model_dir, "--epochs", "1000", "--time-limit", "120", "--dist-timeout", str(timeout))],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        # Wait until training is under way (rank 0 prints its data summary first).
+        deadline = time.time() + 30
+        while time.time() < deadline and not os.path.exists(os.path.join(model_dir, "config.json")):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        return procs
+
+    def test_a_dead_worker_makes_the_other_fail_within_the_timeout(self):
+        r0, r1 = self.launch_pair(os.path.join(self.dir, "dead"))
+        r1.kill()
+        r1.communicate()
+        start = time.time()
+        _, err = r0.communicate(timeout=60)
+        self.assertNotEqual(r0.returncode, 0)
+        self.assertLess(time.time() - start, 20)
+        self.assertIn("rank 0", err)
+        self.assertIn("failed", err)
+
+    def test_a_hung_worker_makes_the_other_fail_within_the_timeout(self):
+        r0, r1 = self.launch_pair(os.path.join(self.dir, "hung"), timeout=4)
+        os.kill(r1.pid, signal.SIGSTOP)
+        try:
+            start = time.time()
+            _, err = r0.communicate(timeout=60)
+            self.assertNotEqual(r0.returncode, 0)
+            self.assertLess(time.time() - start, 30)
+            self.assertIn("rank 0", err)
+        finally:
+            r1.kill()
+            r1.communicate()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/batching.h"
+#include "attnkit/train/distributed.h"
 
 namespace attnkit::train {
 
@@ -21,7 +22,7 @@ struct TrainOptions {
   double clip = 1.0;             // gradient-norm clipping; 0 = off
   double teacher_forcing = 1.0;  // chance of feeding the gold token
   double label_smoothing = 0.1;
-  double lr_decay = 0.5;  // multiply the learning rate on a validation plateau
+  double lr_decay = 0.5;    // multiply the learning rate on a validation plateau
   int64_t lr_patience = 0;  // epochs without improvement before decaying
   int64_t early_stop = 3;   // epochs without improvement before stopping; 0 = never
   uint64_t seed = 1;
@@ -32,6 +33,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 500;  // steps; a checkpoint is also written every epoch and on stop
   bool progress = true;            // a progress bar on stderr
   bool resume = false;             // continue from model_dir/checkpoint.pt
+  // Data-parallel training: each rank takes its shard of every global batch, gradients are
+  // summed across ranks, and rank 0 validates, logs and checkpoints. Null: one process.
+  Distributed* distributed = nullptr;
 };
 
 struct TrainData {
@@ -43,18 +47,24 @@ struct TrainResult {
   int64_t steps = 0, epochs_done = 0;
   double best_valid_bleu = -1, best_valid_loss = 0, last_train_loss = 0;
   double train_seconds = 0, target_tokens_per_second = 0;
-  std::string stopped_because;  // "epochs", "early stopping", "time limit", "max steps", "interrupted"
+  std::string
+      stopped_because;  // "epochs", "early stopping", "time limit", "max steps", "interrupted"
 };
 
 // Trains `model` (Adam, clipping, label smoothing, teacher forcing, plateau decay, early
-// stopping) and writes into options.model_dir: model.pt (best by validation BLEU, then loss),
-// checkpoint.pt (model, optimizer, RNG and data position: a resumed run continues exactly),
-// and metrics.jsonl. config.json and the vocabularies are the caller's to write.
+// stopping) and writes into options.model_dir (rank 0 only, when distributed): model.pt (best by
+// validation BLEU, then loss), checkpoint.pt (model, optimizer, RNG and data position: a resumed
+// run continues exactly), and metrics.jsonl. config.json and the vocabularies are the caller's to
+// write.
 TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& config,
                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
                         const TrainData& data, const TrainOptions& options);
 
+// The latest weights in a training checkpoint (model_dir/checkpoint.pt), rather than the best.
+void load_checkpoint_weights(seq2seq::Seq2Seq& model, const std::string& checkpoint_path);
+
 // Mean label-smoothed cross-entropy over the non-padding target tokens.
-at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing);
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target,
+                         double label_smoothing);
 
 }  // namespace attnkit::train

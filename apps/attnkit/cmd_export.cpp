@@ -1,0 +1,35 @@
+// `attnkit export`: a model directory's weights as a torch.save dict, for PyTorch.
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "attnkit/io/pt_file.h"
+#include "attnkit/io/state_dict.h"
+#include "attnkit/seq2seq/translator.h"
+#include "attnkit/train/trainer.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+
+Command add_export_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("export", "Write a model's weights for Python's torch.load");
+  auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  app->add_option("--model", *model, "Model directory")->required();
+  app->add_option("--out", *out, "Output .pt file: {parameter name: tensor}")->required();
+  auto latest = std::make_shared<bool>(false);
+  app->add_flag("--from-checkpoint", *latest,
+                "The latest weights (checkpoint.pt), not the best (model.pt)");
+  return {app, [model, out, latest] {
+            seq2seq::Translator translator(*model);
+            if (*latest)
+              train::load_checkpoint_weights(
+                  translator.model(), (std::filesystem::path(*model) / "checkpoint.pt").string());
+            const auto weights = io::state_dict(*translator.model());
+            io::save_tensor_dict(*out, weights);
+            std::cout << "wrote " << weights.size() << " tensors to " << *out << "\n";
+            return 0;
+          }};
+}
+
+}  // namespace attnkit::cli
