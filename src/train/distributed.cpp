@@ -4,6 +4,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <torch/csrc/autograd/grad_mode.h>
+
 #include <chrono>
 #include <cstdlib>
 
@@ -91,40 +93,73 @@ Distributed::Distributed(const DistributedOptions& o)
 
 Distributed::~Distributed() = default;
 
-void Distributed::allreduce_gradients(const std::vector<at::Tensor>& parameters) {
-  std::vector<std::vector<at::Tensor>> buckets(1);
+std::function<void()> Distributed::allreduce_async(at::Tensor flat) {
+  std::vector<at::Tensor> tensors = {flat};
+  c10::intrusive_ptr<c10d::Work> work;
+  impl_->run(options_, "all-reducing gradients", [&] { work = impl_->group->allreduce(tensors); });
+  return [this, work] { impl_->run(options_, "all-reducing gradients", [&] { work->wait(); }); };
+}
+
+GradientReducer::GradientReducer(Distributed& distributed, std::vector<at::Tensor> parameters,
+                                 size_t bucket_bytes)
+    : distributed_(distributed), parameters_(std::move(parameters)) {
+  slots_.resize(parameters_.size());
+  int64_t offset = 0;
   size_t bytes = 0;
-  for (const auto& p : parameters) {
-    if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-    if (bytes >= options_.bucket_bytes) {
-      buckets.emplace_back();
+  // Reverse order: the last layers' gradients are final first.
+  for (size_t k = parameters_.size(); k-- > 0;) {
+    const auto& p = parameters_[k];
+    if (sizes_.empty() || bytes >= bucket_bytes) {
+      sizes_.push_back(0);
+      offset = 0;
       bytes = 0;
     }
-    buckets.back().push_back(p.grad());
+    slots_[k] = {sizes_.size() - 1, offset};
+    offset += p.numel();
+    sizes_.back() += static_cast<size_t>(p.numel());
     bytes += p.numel() * p.element_size();
   }
-  // Pack each bucket into one flat tensor and start its all-reduce before packing the next.
-  std::vector<at::Tensor> flats;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  impl_->run(options_, "all-reducing gradients", [&] {
-    for (const auto& bucket : buckets) {
-      if (bucket.empty()) continue;
-      std::vector<at::Tensor> views;
-      for (const auto& g : bucket) views.push_back(g.reshape({-1}));
-      std::vector<at::Tensor> flat = {at::cat(views)};
-      works.push_back(impl_->group->allreduce(flat));
-      flats.push_back(flat[0]);
-    }
-    for (auto& w : works) w->wait();
-  });
-  for (size_t b = 0, f = 0; b < buckets.size(); ++b) {
-    if (buckets[b].empty()) continue;
-    int64_t offset = 0;
-    for (auto& g : buckets[b]) {
-      g.copy_(flats[f].narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-    ++f;
+  for (size_t b = 0; b < sizes_.size(); ++b)
+    flats_.push_back(at::zeros({static_cast<int64_t>(sizes_[b])}, parameters_.front().options()));
+  for (size_t k = 0; k < parameters_.size(); ++k)
+    hook_ids_.push_back(parameters_[k].register_hook([this, k](const at::Tensor& grad) { ready(k, grad); }));
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t k = 0; k < hook_ids_.size(); ++k) parameters_[k].remove_hook(hook_ids_[k]);
+}
+
+void GradientReducer::prepare() {
+  pending_.assign(flats_.size(), 0);
+  for (const auto& s : slots_) ++pending_[s.bucket];
+  for (auto& f : flats_) f.zero_();
+  waits_.clear();
+  next_launch_ = 0;
+}
+
+void GradientReducer::ready(size_t k, const at::Tensor& grad) {
+  const auto& s = slots_[k];
+  flats_[s.bucket].narrow(0, s.offset, grad.numel()).copy_(grad.reshape({-1}));
+  if (--pending_[s.bucket] == 0) launch_ready_buckets();
+}
+
+void GradientReducer::launch_ready_buckets() {
+  while (next_launch_ < flats_.size() && pending_[next_launch_] == 0)
+    waits_.push_back(distributed_.allreduce_async(flats_[next_launch_++]));
+}
+
+void GradientReducer::finish() {
+  // Parameters that got no gradient this step contribute zeros.
+  for (auto& p : pending_) p = 0;
+  launch_ready_buckets();
+  for (auto& wait : waits_) wait();
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < parameters_.size(); ++k) {
+    auto& p = parameters_[k];
+    const auto& s = slots_[k];
+    auto summed = flats_[s.bucket].narrow(0, s.offset, p.numel()).view_as(p);
+    if (!p.grad().defined()) p.mutable_grad() = summed.clone();
+    else p.mutable_grad().copy_(summed);
   }
 }
 

@@ -210,6 +210,8 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
 
   TrainResult result;
   Progress progress(o.progress && main_rank);
+  std::unique_ptr<GradientReducer> reducer;
+  if (dist) reducer = std::make_unique<GradientReducer>(*dist, model->parameters(), dist->bucket_bytes());
   const auto started = Clock::now();
   int64_t tokens_done = 0;
   model->train();
@@ -253,6 +255,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
         break;
       }
       optimizer.zero_grad();
+      if (reducer) reducer->prepare();
       at::Tensor loss, objective;
       int64_t batch_tokens = 0;
       if (!members.empty()) {
@@ -286,7 +289,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
               objective * (static_cast<double>(local_tokens) / std::max<int64_t>(global_tokens, 1));
         objective.backward();
       }
-      if (dist) dist->allreduce_gradients(model->parameters());
+      if (reducer) reducer->finish();
       if (o.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
       optimizer.step();
       ++p.step;

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +38,10 @@ class Distributed {
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
   bool is_main() const { return options_.rank == 0; }
+  size_t bucket_bytes() const { return options_.bucket_bytes; }
 
-  // Sums every parameter's gradient over the ranks, in buckets of about bucket_bytes: each
-  // bucket's all-reduce starts as soon as it is packed, and they complete together.
-  void allreduce_gradients(const std::vector<at::Tensor>& parameters);
+  // Starts summing `flat` in place over the ranks; the returned function waits for it.
+  std::function<void()> allreduce_async(at::Tensor flat);
   // Sums doubles over the ranks (token counts, stop flags).
   std::vector<double> allreduce_sum(std::vector<double> values);
   // Rank 0's values, on every rank.
@@ -51,6 +52,41 @@ class Distributed {
   struct Impl;
   DistributedOptions options_;
   std::unique_ptr<Impl> impl_;
+};
+
+// Sums gradients across ranks while the backward pass is still running, as PyTorch's DDP does:
+// parameters are grouped into buckets in reverse registration order (roughly the order their
+// gradients become final), an autograd hook copies each gradient into its bucket, and a full
+// bucket starts its all-reduce at once. Buckets are launched strictly in order, so every rank
+// issues the same collectives in the same sequence.
+class GradientReducer {
+ public:
+  GradientReducer(Distributed& distributed, std::vector<at::Tensor> parameters, size_t bucket_bytes);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Before backward (even a rank with nothing to compute must call prepare and finish).
+  void prepare();
+  // After backward: launches what is left, waits, and writes the summed gradients to .grad.
+  void finish();
+
+ private:
+  struct Slot {
+    size_t bucket;
+    int64_t offset;
+  };
+  void ready(size_t parameter, const at::Tensor& grad);
+  void launch_ready_buckets();
+
+  Distributed& distributed_;
+  std::vector<at::Tensor> parameters_;
+  std::vector<Slot> slots_;
+  std::vector<at::Tensor> flats_;
+  std::vector<size_t> pending_, sizes_;
+  std::vector<std::function<void()>> waits_;
+  std::vector<unsigned> hook_ids_;
+  size_t next_launch_ = 0;
 };
 
 }  // namespace attnkit::train
