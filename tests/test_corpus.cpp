@@ -16,7 +16,9 @@
 namespace attnkit::data {
 namespace {
 
-std::string sample(const std::string& name) { return std::string(ATTNKIT_TEST_DATA_DIR) + "/" + name; }
+std::string sample(const std::string& name) {
+  return std::string(ATTNKIT_TEST_DATA_DIR) + "/" + name;
+}
 
 TEST(Tsv, ReadsBomCrlfAndSkipsMalformedLinesWithFileAndLine) {
   ReadReport report;
@@ -25,8 +27,8 @@ TEST(Tsv, ReadsBomCrlfAndSkipsMalformedLinesWithFileAndLine) {
   EXPECT_EQ(pairs[0].source, "Hello.");  // BOM gone
   EXPECT_EQ(pairs[0].target, "你好。");
   EXPECT_NE(pairs[0].extra.find("Attribution"), std::string::npos);  // the Tatoeba column
-  EXPECT_EQ(pairs[1].target, "Geh.");                                   // no trailing \r
-  EXPECT_EQ(pairs[2].target, "Dernier.");                               // no final newline
+  EXPECT_EQ(pairs[1].target, "Geh.");                                // no trailing \r
+  EXPECT_EQ(pairs[2].target, "Dernier.");                            // no final newline
   EXPECT_EQ(report.lines, 9u);
   EXPECT_EQ(report.blank, 2u);
   EXPECT_EQ(report.skipped, 4u);
@@ -45,7 +47,8 @@ TEST(Tsv, StrictAbortsAtTheFirstMalformedLine) {
     read_tsv(sample("sample_crlf_bom.tsv"), strict);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sample_crlf_bom.tsv:5: no tab"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sample_crlf_bom.tsv:5: no tab"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -61,7 +64,8 @@ TEST(Tsv, MissingFileIsAnError) { EXPECT_THROW(read_tsv("/no/such.tsv"), Error);
 
 TEST(Corpus, DedupFilterAndDeterministicSplit) {
   std::vector<Pair> pairs;
-  for (int i = 0; i < 100; ++i) pairs.push_back({"s" + std::to_string(i % 90), "t" + std::to_string(i % 90), ""});
+  for (int i = 0; i < 100; ++i)
+    pairs.push_back({"s" + std::to_string(i % 90), "t" + std::to_string(i % 90), ""});
   EXPECT_EQ(dedup(pairs), 10u);
   auto a = split(pairs, 0.1, 0.2, 7), b = split(pairs, 0.1, 0.2, 7), c = split(pairs, 0.1, 0.2, 8);
   EXPECT_EQ(a.valid.size(), 9u);
@@ -110,7 +114,7 @@ TEST(Gettext, PoReaderHandlesContextsPluralsContinuationsEscapesAndFuzzy) {
   EXPECT_EQ(pairs[2].source, "%d file");
   EXPECT_EQ(pairs[2].target, "%d 个文件");
   EXPECT_EQ(pairs[4].source, "Quote \"this\" and tab");  // whitespace squeezed
-  EXPECT_EQ(pairs[5].target, "将 %2$s 复制为 %1$s");       // reordered positional placeholders
+  EXPECT_EQ(pairs[5].target, "将 %2$s 复制为 %1$s");     // reordered positional placeholders
 }
 
 TEST(Gettext, PoSyntaxErrorNamesFileAndLine) {
@@ -120,13 +124,15 @@ TEST(Gettext, PoSyntaxErrorNamesFileAndLine) {
     read_po(path.string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("attnkit_bad.po:3: unknown keyword 'bogus'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("attnkit_bad.po:3: unknown keyword 'bogus'"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 // Writes a .mo file like msgfmt does, in either byte order.
-void write_mo(const std::string& path, const std::vector<std::pair<std::string, std::string>>& messages,
-              bool big_endian) {
+void write_mo(const std::string& path,
+              const std::vector<std::pair<std::string, std::string>>& messages, bool big_endian) {
   auto u32 = [&](uint32_t v) {
     if (big_endian) v = __builtin_bswap32(v);
     std::string s(4, '\0');
@@ -134,7 +140,8 @@ void write_mo(const std::string& path, const std::vector<std::pair<std::string, 
     return s;
   };
   const uint32_t n = messages.size(), originals = 28, translations = 28 + 8 * n;
-  std::string header = u32(0x950412de) + u32(0) + u32(n) + u32(originals) + u32(translations) + u32(0) + u32(0);
+  std::string header =
+      u32(0x950412de) + u32(0) + u32(n) + u32(originals) + u32(translations) + u32(0) + u32(0);
   std::string tables, strings;
   uint32_t offset = 28 + 16 * n;
   std::string orig_table, trans_table;
@@ -175,7 +182,8 @@ TEST(Gettext, MoReaderReadsBothByteOrdersWithContextAndPlural) {
 
 TEST(Gettext, CorruptMoIsAClearError) {
   const auto path = (std::filesystem::temp_directory_path() / "attnkit_bad.mo").string();
-  std::ofstream(path, std::ios::binary) << std::string("\xde\x12\x04\x95\0\0\0\0\xff\xff\xff\x0f", 12) << std::string(20, '\x7f');
+  std::ofstream(path, std::ios::binary)
+      << std::string("\xde\x12\x04\x95\0\0\0\0\xff\xff\xff\x0f", 12) << std::string(20, '\x7f');
   EXPECT_THROW(read_mo(path), Error);
 }
 

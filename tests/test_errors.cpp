@@ -34,28 +34,43 @@ template <typename F>
 
 TEST(ShapeErrors, WrongRankNamesTheShape) {
   Attention attn(AttentionOptions(8, 8).score(ScoreKind::ScaledDot));
-  EXPECT_TRUE(throws_with([&] { attn->forward(at::randn({2, 8}), at::randn({2, 5, 8}), at::randn({2, 5, 8})); },
-                          {"Q", "[2, 8]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        attn->forward(at::randn({2, 8}), at::randn({2, 5, 8}), at::randn({2, 5, 8}));
+      },
+      {"Q", "[2, 8]"}));
 }
 
 TEST(ShapeErrors, BatchMismatchNamesBothShapes) {
   Attention attn(AttentionOptions(8, 8));
-  EXPECT_TRUE(throws_with([&] { attn->forward(at::randn({2, 1, 8}), at::randn({3, 5, 8}), at::randn({3, 5, 8})); },
-                          {"[2, 1, 8]", "[3, 5, 8]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        attn->forward(at::randn({2, 1, 8}), at::randn({3, 5, 8}), at::randn({3, 5, 8}));
+      },
+      {"[2, 1, 8]", "[3, 5, 8]"}));
 }
 
 TEST(ShapeErrors, KeyValueLengthMismatchNamesBothShapes) {
   EXPECT_TRUE(throws_with(
-      [&] { functional::check_qkv(at::randn({2, 1, 8}), at::randn({2, 5, 8}), at::randn({2, 4, 8}), "test"); },
+      [&] {
+        functional::check_qkv(at::randn({2, 1, 8}), at::randn({2, 5, 8}), at::randn({2, 4, 8}),
+                              "test");
+      },
       {"[2, 5, 8]", "[2, 4, 8]"}));
 }
 
 TEST(ShapeErrors, FeatureSizeMismatchNamesBothShapes) {
   Attention attn(AttentionOptions(8, 8).score(ScoreKind::Concat));
-  EXPECT_TRUE(throws_with([&] { attn->forward(at::randn({2, 1, 6}), at::randn({2, 5, 8}), at::randn({2, 5, 8})); },
-                          {"[2, 1, 6]", "[2, 5, 8]"}));
-  EXPECT_TRUE(throws_with([&] { soft_attention(at::randn({1, 3}), at::randn({3, 4}), at::randn({3, 4})); },
-                          {"[1, 3]", "[3, 4]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        attn->forward(at::randn({2, 1, 6}), at::randn({2, 5, 8}), at::randn({2, 5, 8}));
+      },
+      {"[2, 1, 6]", "[2, 5, 8]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        soft_attention(at::randn({1, 3}), at::randn({3, 4}), at::randn({3, 4}));
+      },
+      {"[1, 3]", "[3, 4]"}));
 }
 
 TEST(ShapeErrors, DotScoreNeedsEqualSizes) {
@@ -66,13 +81,16 @@ TEST(ShapeErrors, DotScoreNeedsEqualSizes) {
 TEST(ShapeErrors, BadMaskNamesItsShape) {
   Attention attn(AttentionOptions(8, 8));
   auto mask = at::ones({2, 1, 4}, at::kBool);
-  EXPECT_TRUE(throws_with([&] { attn->forward(at::randn({2, 1, 8}), at::randn({2, 5, 8}), at::randn({2, 5, 8}), mask); },
-                          {"[2, 1, 4]", "[2, 1, 5]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        attn->forward(at::randn({2, 1, 8}), at::randn({2, 5, 8}), at::randn({2, 5, 8}), mask);
+      },
+      {"[2, 1, 4]", "[2, 1, 5]"}));
 }
 
 TEST(ShapeErrors, MultiheadEmbedMustDivide) {
-  EXPECT_TRUE(throws_with([&] { MultiheadAttention(MultiheadAttentionOptions(10, 3)); },
-                          {"10", "3"}));
+  EXPECT_TRUE(
+      throws_with([&] { MultiheadAttention(MultiheadAttentionOptions(10, 3)); }, {"10", "3"}));
 }
 
 TEST(StateDictErrors, WrongShapeNamesKeyAndBothShapes) {

@@ -119,8 +119,7 @@ TEST(MultiheadGolden, CrossAttentionWithPaddingMatchesTorchNn) {
   MultiheadAttention mha(MultiheadAttentionOptions(8, 2));
   io::load_state_dict(*mha, io::load_tensor_dict(testing::golden_path("multihead_state.pt")));
   auto g = testing::with_prefix(testing::golden("multihead.pt"), "cross/");
-  check_multihead_case(mha, g, {"q", "k", "v"},
-                       padding_mask(io::find(g, "lengths", "cross"), 5));
+  check_multihead_case(mha, g, {"q", "k", "v"}, padding_mask(io::find(g, "lengths", "cross"), 5));
 }
 
 TEST(MultiheadGolden, CausalSelfAttentionMatchesTorchNn) {

@@ -3,13 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/csrc/autograd/autograd.h>
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/attention/seed.h"
 #include "attnkit/attention/self_attention.h"
-#include <torch/csrc/autograd/autograd.h>
 
 #include "testing.h"
 
@@ -30,15 +30,7 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
   return a;
 }
 
-struct Case {
-  ScoreKind score;
-  WeightingKind weighting;
-};
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << to_string(c.score) << "/" << to_string(c.weighting);
-}
-
-class AttentionGradcheck : public ::testing::TestWithParam<Case> {};
+class AttentionGradcheck : public ::testing::TestWithParam<testing::ScoreWeighting> {};
 
 TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
   const auto [score, weighting] = GetParam();
@@ -54,22 +46,10 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
   EXPECT_TRUE(gradcheck(loss, concat({q, k, v}, testing::parameters_of(*attn))));
 }
 
-std::vector<Case> differentiable_cases() {
-  std::vector<Case> cases;
-  for (auto s : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau, ScoreKind::ScaledDot,
-                 ScoreKind::Dot, ScoreKind::General})
-    for (auto w : {WeightingKind::Soft, WeightingKind::Local}) cases.push_back({s, w});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(SoftAndLocal, AttentionGradcheck, ::testing::ValuesIn(differentiable_cases()),
-                         [](const auto& info) {
-                           std::string n = to_string(info.param.score) + "_" +
-                                           to_string(info.param.weighting);
-                           for (auto& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(SoftAndLocal, AttentionGradcheck,
+                         ::testing::ValuesIn(testing::all_scores_with({WeightingKind::Soft,
+                                                                       WeightingKind::Local})),
+                         [](const auto& info) { return testing::test_name(info.param); });
 
 TEST(Gradcheck, MultiheadWithPaddingAndCausalMasks) {
   at::manual_seed(4);
@@ -131,7 +111,8 @@ TEST(HardGradients, StraightThroughEqualsSoftmaxGradient) {
   EXPECT_TRUE(close(hard.sum(-1), at::ones({2, 3}, at::kDouble), 1e-12, 0));
   EXPECT_TRUE(((hard == 0) | (hard.sub(1).abs() < 1e-12)).all().item<bool>());
   auto g_hard = torch::autograd::grad({(hard * r).sum()}, {scores})[0];
-  auto g_soft = torch::autograd::grad({(functional::soft_weights(scores, mask) * r).sum()}, {scores})[0];
+  auto g_soft =
+      torch::autograd::grad({(functional::soft_weights(scores, mask) * r).sum()}, {scores})[0];
   EXPECT_TRUE(close(g_hard, g_soft, 1e-12, 0));
   EXPECT_GT(g_hard.abs().sum().item<double>(), 0);
 }

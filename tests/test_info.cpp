@@ -12,7 +12,8 @@ TEST(Info, ClassifiesBlasLibrariesByPath) {
   EXPECT_EQ(ref.name, "reference BLAS");
   EXPECT_TRUE(ref.is_reference);
   EXPECT_FALSE(classify_blas_library("/usr/lib/x86_64-linux-gnu/libopenblas.so.0").is_reference);
-  EXPECT_EQ(classify_blas_library("/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3").name, "BLIS");
+  EXPECT_EQ(classify_blas_library("/usr/lib/x86_64-linux-gnu/blis-openmp/libblas.so.3").name,
+            "BLIS");
 }
 
 // The project's setup installs OpenBLAS; this fails if the process ends up on another BLAS.

@@ -23,7 +23,8 @@ TEST(Masks, PaddingMaskFromLengths) {
 
 TEST(Masks, KeyPaddingMaskIsInverted) {
   auto kpm = at::tensor({0, 0, 1}).reshape({1, 3}).to(at::kBool);  // PyTorch: True = pad
-  EXPECT_TRUE(from_key_padding_mask(kpm).equal(at::tensor({1, 1, 0}).reshape({1, 1, 3}).to(at::kBool)));
+  EXPECT_TRUE(
+      from_key_padding_mask(kpm).equal(at::tensor({1, 1, 0}).reshape({1, 1, 3}).to(at::kBool)));
 }
 
 TEST(Masks, CausalIsLowerTriangular) {
@@ -31,15 +32,7 @@ TEST(Masks, CausalIsLowerTriangular) {
   EXPECT_TRUE(m.squeeze(0).equal(at::ones({3, 3}, at::kBool).tril()));
 }
 
-struct Case {
-  ScoreKind score;
-  WeightingKind weighting;
-};
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << to_string(c.score) << "/" << to_string(c.weighting);
-}
-
-class MaskInvariants : public ::testing::TestWithParam<Case> {};
+class MaskInvariants : public ::testing::TestWithParam<testing::ScoreWeighting> {};
 
 TEST_P(MaskInvariants, MaskedKeysGetZeroAndNothingIsNaN) {
   const auto [score, weighting] = GetParam();
@@ -52,7 +45,8 @@ TEST_P(MaskInvariants, MaskedKeysGetZeroAndNothingIsNaN) {
   auto r = attn->forward(q, k, v, mask);
   EXPECT_TRUE(at::isfinite(r.weights).all().item<bool>());
   EXPECT_TRUE(at::isfinite(r.output).all().item<bool>());
-  EXPECT_TRUE((r.weights.masked_select(mask.logical_not().expand({3, 2, 6})) == 0).all().item<bool>());
+  EXPECT_TRUE(
+      (r.weights.masked_select(mask.logical_not().expand({3, 2, 6})) == 0).all().item<bool>());
   EXPECT_TRUE((r.weights[2] == 0).all().item<bool>()) << "fully masked row";
   EXPECT_TRUE((r.output[2] == 0).all().item<bool>()) << "fully masked context";
   EXPECT_TRUE((r.weights >= 0).all().item<bool>());
@@ -80,23 +74,10 @@ TEST_P(MaskInvariants, EmptyKeysGiveZeroContext) {
   EXPECT_TRUE(close(r.output, at::zeros({2, 3, 5}), 0, 0));
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
-  for (auto s : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau, ScoreKind::ScaledDot,
-                 ScoreKind::Dot, ScoreKind::General})
-    for (auto w : {WeightingKind::Soft, WeightingKind::Hard, WeightingKind::Local})
-      cases.push_back({s, w});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllScoresAndWeightings, MaskInvariants, ::testing::ValuesIn(all_cases()),
-                         [](const auto& info) {
-                           std::string n = to_string(info.param.score) + "_" +
-                                           to_string(info.param.weighting);
-                           for (auto& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllScoresAndWeightings, MaskInvariants,
+                         ::testing::ValuesIn(testing::all_scores_with(
+                             {WeightingKind::Soft, WeightingKind::Hard, WeightingKind::Local})),
+                         [](const auto& info) { return testing::test_name(info.param); });
 
 TEST(MaskInvariants, HardPicksTheBestUnmaskedKey) {
   auto scores = at::tensor({5.0f, 1.0f, 9.0f, 2.0f}).reshape({1, 1, 4});

@@ -1,5 +1,5 @@
-// BLEU and chrF against the values in sacreBLEU's own test suite (tests/golden/sacrebleu_cases.json),
-// the zh and 13a tokenizers, and AER.
+// BLEU and chrF against the values in sacreBLEU's own test suite
+// (tests/golden/sacrebleu_cases.json), the zh and 13a tokenizers, and AER.
 
 #include <gtest/gtest.h>
 
@@ -32,16 +32,18 @@ TEST(Bleu, MatchesSacreBleu) {
 }
 
 TEST(Bleu, StatisticsAndFormat) {
-  auto s = corpus_bleu({"am I am a character sequence"}, {{"I am a symbol string sequence a a"}},
-                       [] { BleuOptions o; o.tokenize = "none"; return o; }());
+  auto s =
+      corpus_bleu({"am I am a character sequence"}, {{"I am a symbol string sequence a a"}}, [] {
+        BleuOptions o;
+        o.tokenize = "none";
+        return o;
+      }());
   EXPECT_EQ(s.counts, (std::array<long, 4>{4, 2, 1, 0}));
   EXPECT_EQ(s.totals, (std::array<long, 4>{6, 5, 4, 3}));
   EXPECT_EQ(s.format().rfind("BLEU = ", 0), 0u);
 }
 
-TEST(Bleu, MismatchedStreamsAreAnError) {
-  EXPECT_THROW(corpus_bleu({"a", "b"}, {{"a"}}), Error);
-}
+TEST(Bleu, MismatchedStreamsAreAnError) { EXPECT_THROW(corpus_bleu({"a", "b"}, {{"a"}}), Error); }
 
 TEST(Chrf, MatchesSacreBleu) {
   for (const auto& c : cases()["chrf"]) {

@@ -52,7 +52,9 @@ TEST(PtFile, GenericLoadGivesAnIValueDict) {
 TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
   auto path = (temp_dir() / "roundtrip.pt").string();
   auto strided = at::arange(12, at::kDouble).reshape({3, 4}).t();  // non-contiguous
-  io::TensorDict in = {{"z", at::randn({2, 3})}, {"a", strided}, {"ints", at::arange(5)},
+  io::TensorDict in = {{"z", at::randn({2, 3})},
+                       {"a", strided},
+                       {"ints", at::arange(5)},
                        {"flags", at::tensor({1, 0, 1}).to(at::kBool)}};
   io::save_tensor_dict(path, in);
   auto out = io::load_tensor_dict(path);

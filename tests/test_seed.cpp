@@ -75,8 +75,8 @@ TEST_P(SeedMyAttn, MatchesPyTorch) {
   AttentionCombine attn(AttentionCombineOptions(8, 8, 8, output_size));
   io::LoadStateDictOptions options;
   options.renames = seed_attn_renames();
-  io::load_state_dict(*attn, io::load_tensor_dict(testing::golden_path("seed_" + name + "_state.pt")),
-                      options);
+  io::load_state_dict(
+      *attn, io::load_tensor_dict(testing::golden_path("seed_" + name + "_state.pt")), options);
   auto g = testing::with_prefix(golden("seed.pt"), name + "/");
   auto get = [&](const std::string& k) { return io::find(g, k, name); };
   auto q = get("q").clone().requires_grad_(), k = get("k").clone().requires_grad_(),

@@ -33,7 +33,8 @@ Task make_task(const std::string& name, size_t train_count) {
   for (const auto& e : train) sentences.push_back(tok->tokenize(e.pair.source));
   t.vocab = data::Vocab::build(sentences, 1);
   for (const auto& e : train)
-    t.data.train.push_back({t.vocab.encode(tok->tokenize(e.pair.source)), t.vocab.encode(tok->tokenize(e.pair.target))});
+    t.data.train.push_back({t.vocab.encode(tok->tokenize(e.pair.source)),
+                            t.vocab.encode(tok->tokenize(e.pair.target))});
   t.config.source_tokenizer = t.config.target_tokenizer = "en";
   t.config.model = seq2seq::Seq2SeqOptions(t.vocab.size(), t.vocab.size())
                        .embed_size(16)
@@ -97,7 +98,8 @@ TEST(Search, BeamOfOneEqualsGreedy) {
   seq2seq::Seq2Seq model(t.config.model);
   auto o = quick_options(fresh_dir("beam").string());
   o.epochs = 2;
-  train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);  // partly trained: ties unlikely
+  train::train_model(model, t.config, t.vocab, t.vocab, t.data,
+                     o);  // partly trained: ties unlikely
   auto tok = data::make_tokenizer("en");
   std::vector<std::vector<int64_t>> ids;
   for (const auto& e : t.test) ids.push_back(t.vocab.encode(tok->tokenize(e.pair.source)));
@@ -122,8 +124,10 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     EXPECT_GE(list[1].score, list[2].score);
     EXPECT_NE(list[0].tokens, list[1].tokens);
     // One attention row per emitted token, plus one for <eos> unless the length limit hit first.
-    const auto rows = list[0].attention.size(0), tokens = static_cast<int64_t>(list[0].tokens.size());
-    EXPECT_TRUE(rows == tokens || rows == tokens + 1) << rows << " rows for " << tokens << " tokens";
+    const auto rows = list[0].attention.size(0),
+               tokens = static_cast<int64_t>(list[0].tokens.size());
+    EXPECT_TRUE(rows == tokens || rows == tokens + 1)
+        << rows << " rows for " << tokens << " tokens";
   }
 }
 
@@ -158,7 +162,8 @@ TEST(Training, ResumeIsBitIdentical) {
   // And the training moved the parameters at all.
   at::manual_seed(5);
   seq2seq::Seq2Seq untrained(t.config.model);
-  EXPECT_FALSE(untrained->named_parameters()["decoder.output.weight"].equal(a["decoder.output.weight"]));
+  EXPECT_FALSE(
+      untrained->named_parameters()["decoder.output.weight"].equal(a["decoder.output.weight"]));
 }
 
 TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
@@ -180,7 +185,9 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
     seq2seq::Translator translator(dir.string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("target.vocab has 7 tokens but config.json says"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("target.vocab has 7 tokens but config.json says"),
+              std::string::npos)
+        << e.what();
   }
   t.vocab.save((dir / "target.vocab").string());
   EXPECT_NO_THROW(seq2seq::Translator translator(dir.string()));
@@ -191,8 +198,10 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
     at::manual_seed(3);
     auto t = make_task("copy", 200);
     if (variant == 0) t.config.model.attention(false);
-    if (variant == 1) t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Reinforce);
-    if (variant == 2) t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Gumbel);
+    if (variant == 1)
+      t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Reinforce);
+    if (variant == 2)
+      t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Gumbel);
     if (variant == 3) t.config.model.self_attention_layers(1).self_attention_heads(2).layers(2);
     seq2seq::Seq2Seq model(t.config.model);
     auto o = quick_options(fresh_dir("variant" + std::to_string(variant)).string());
@@ -200,7 +209,8 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
     auto r = train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
     EXPECT_EQ(r.steps, 14);
     EXPECT_TRUE(std::isfinite(r.last_train_loss));
-    EXPECT_LT(r.last_train_loss, std::log(static_cast<double>(t.vocab.size())));  // learned something
+    EXPECT_LT(r.last_train_loss,
+              std::log(static_cast<double>(t.vocab.size())));  // learned something
   }
 }
 

@@ -17,9 +17,9 @@ using Tokens = std::vector<std::string>;
 TEST(Text, Utf8Validation) {
   EXPECT_TRUE(text::valid_utf8("héllo 你好 🎉"));
   EXPECT_FALSE(text::valid_utf8("\xff"));
-  EXPECT_FALSE(text::valid_utf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(text::valid_utf8("\xed\xa0\x80"));      // a surrogate
-  EXPECT_FALSE(text::valid_utf8("\xe4\xbd"));          // truncated
+  EXPECT_FALSE(text::valid_utf8("\xc0\xaf"));      // overlong '/'
+  EXPECT_FALSE(text::valid_utf8("\xed\xa0\x80"));  // a surrogate
+  EXPECT_FALSE(text::valid_utf8("\xe4\xbd"));      // truncated
   EXPECT_EQ(text::encode(text::decode("你好 🎉")), "你好 🎉");
 }
 
@@ -34,12 +34,14 @@ TEST(Placeholders, AreRecognisedWhole) {
 
 TEST(Tokenizer, EnglishWordsPunctuationAndPlaceholders) {
   auto en = make_english_tokenizer(false, false);
-  EXPECT_EQ(en->tokenize("Don't open %s, please!"), (Tokens{"Don't", "open", "%s", ",", "please", "!"}));
+  EXPECT_EQ(en->tokenize("Don't open %s, please!"),
+            (Tokens{"Don't", "open", "%s", ",", "please", "!"}));
   EXPECT_EQ(en->detokenize({"Don't", "open", "%s", ",", "please", "!"}), "Don't open %s, please!");
   auto lower = make_english_tokenizer(true, false);
   EXPECT_EQ(lower->tokenize("Open FILE"), (Tokens{"open", "file"}));
   auto norm = make_english_tokenizer(false, true);  // the PyTorch tutorial's normalisation
-  EXPECT_EQ(norm->tokenize("Hello, World! (really)?"), (Tokens{"hello", "world", "!", "really", "?"}));
+  EXPECT_EQ(norm->tokenize("Hello, World! (really)?"),
+            (Tokens{"hello", "world", "!", "really", "?"}));
 }
 
 TEST(Tokenizer, ChineseByCharacterWithAsciiWordsWhole) {
@@ -55,7 +57,8 @@ TEST(Tokenizer, UnknownSpecIsAnError) { EXPECT_THROW(make_tokenizer("klingon"), 
 TEST(Tokenizer, SentencePieceTrainsEncodesAndDecodes) {
   std::vector<std::string> sentences;
   for (int i = 0; i < 300; ++i)
-    sentences.push_back("the file number " + std::to_string(i % 37) + " was copied to %s by the user");
+    sentences.push_back("the file number " + std::to_string(i % 37) +
+                        " was copied to %s by the user");
   const auto prefix = (std::filesystem::temp_directory_path() / "attnkit_spm_test").string();
   train_sentencepiece(sentences, prefix, 60);
   auto spm = make_tokenizer("spm:" + prefix + ".model");

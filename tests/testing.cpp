@@ -7,7 +7,9 @@
 
 namespace attnkit::testing {
 
-std::string golden_path(const std::string& file) { return std::string(ATTNKIT_GOLDEN_DIR) + "/" + file; }
+std::string golden_path(const std::string& file) {
+  return std::string(ATTNKIT_GOLDEN_DIR) + "/" + file;
+}
 
 const io::TensorDict& golden(const std::string& file) {
   static std::map<std::string, io::TensorDict> cache;
@@ -39,8 +41,8 @@ io::TensorDict with_prefix(const io::TensorDict& dict, const std::string& prefix
   const auto i = excess.flatten().argmax().item<int64_t>();
   return ::testing::AssertionFailure()
          << "element " << i << ": " << a.flatten()[i].item<double>() << " vs expected "
-         << e.flatten()[i].item<double>() << " (max |diff| "
-         << (a - e).abs().max().item<double>() << ")";
+         << e.flatten()[i].item<double>() << " (max |diff| " << (a - e).abs().max().item<double>()
+         << ")";
 }
 
 ::testing::AssertionResult gradcheck(const std::function<at::Tensor()>& loss,
@@ -66,8 +68,8 @@ io::TensorDict with_prefix(const io::TensorDict& dict, const std::string& prefix
       const double numeric = (up - down) / (2 * eps);
       const double a = analytic[i].item<double>();
       if (std::abs(numeric - a) > tol * std::max(1.0, std::abs(numeric)))
-        return ::testing::AssertionFailure() << "input " << n << " element " << i
-                                             << ": autograd " << a << " vs numeric " << numeric;
+        return ::testing::AssertionFailure() << "input " << n << " element " << i << ": autograd "
+                                             << a << " vs numeric " << numeric;
     }
   }
   return ::testing::AssertionSuccess();
@@ -82,6 +84,25 @@ at::Tensor projection_loss(const at::Tensor& output, const at::Tensor& weights, 
   auto r1 = at::randn(output.sizes(), gen, output.options().requires_grad(false));
   auto r2 = at::randn(weights.sizes(), gen, weights.options().requires_grad(false));
   return (output * r1).sum() + (weights * r2).sum();
+}
+
+void PrintTo(const ScoreWeighting& c, std::ostream* os) {
+  *os << to_string(c.score) << "/" << to_string(c.weighting);
+}
+
+std::string test_name(const ScoreWeighting& c) {
+  std::string n = to_string(c.score) + "_" + to_string(c.weighting);
+  for (auto& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+std::vector<ScoreWeighting> all_scores_with(const std::vector<WeightingKind>& weightings) {
+  std::vector<ScoreWeighting> cases;
+  for (auto s : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau, ScoreKind::ScaledDot,
+                 ScoreKind::Dot, ScoreKind::General})
+    for (auto w : weightings) cases.push_back({s, w});
+  return cases;
 }
 
 }  // namespace attnkit::testing

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/attention/types.h"
 #include "attnkit/io/pt_file.h"
 
 namespace attnkit::testing {
@@ -36,5 +37,15 @@ std::vector<at::Tensor> parameters_of(const torch::nn::Module& module);
 
 // A scalar that depends on every element of the outputs, with fixed random projections.
 at::Tensor projection_loss(const at::Tensor& output, const at::Tensor& weights, int64_t seed);
+
+// A score x weighting pair for parameterised tests, with a readable name.
+struct ScoreWeighting {
+  ScoreKind score;
+  WeightingKind weighting;
+};
+void PrintTo(const ScoreWeighting& c, std::ostream* os);
+std::string test_name(const ScoreWeighting& c);
+// Every score with each of the given weightings.
+std::vector<ScoreWeighting> all_scores_with(const std::vector<WeightingKind>& weightings);
 
 }  // namespace attnkit::testing

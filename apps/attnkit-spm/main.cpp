@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
       if (line[0] == 'E') {
         std::vector<std::string> pieces;
         if (sp.Encode(line.substr(1), &pieces).ok()) {
-          for (size_t i = 0; i < pieces.size(); ++i) reply += (i ? std::string(1, kSep) : "") + pieces[i];
+          for (size_t i = 0; i < pieces.size(); ++i)
+            reply += (i ? std::string(1, kSep) : "") + pieces[i];
         } else {
           reply = std::string(1, kError) + "encode failed";
         }

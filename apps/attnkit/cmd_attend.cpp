@@ -45,7 +45,8 @@ void write_plots(const std::string& prefix, const std::vector<viz::Heatmap>& pan
   viz::render_heatmaps(panels, prefix + ".png");
   viz::render_heatmaps(panels, prefix + ".svg");
   std::string json = "[";
-  for (size_t i = 0; i < panels.size(); ++i) json += (i ? ",\n" : "") + viz::heatmap_json(panels[i]);
+  for (size_t i = 0; i < panels.size(); ++i)
+    json += (i ? ",\n" : "") + viz::heatmap_json(panels[i]);
   io::write_file_atomic(prefix + ".json", json + "]\n");
   std::cout << "wrote " << prefix << ".png, .svg and .json\n";
 }
@@ -69,8 +70,8 @@ int run_seed_examples(const std::string& plot) {
                        {hard_w, {"汤姆"}, words, "hard: one-hot argmax"},
                        {self_w, words, words, "self: softmax(X X^T / √d)"}});
   }
-  std::cout << "self attention   softmax(X X^T / sqrt(3)) X\n  weights "
-            << format_tensor(self_w) << "\n  output  " << format_tensor(self_out) << "\n\n";
+  std::cout << "self attention   softmax(X X^T / sqrt(3)) X\n  weights " << format_tensor(self_w)
+            << "\n  output  " << format_tensor(self_out) << "\n\n";
 
   at::manual_seed(0);
   AttentionCombine attn(AttentionCombineOptions(8, 8, 8, 8));
@@ -186,7 +187,8 @@ int run(AttendArgs a) {
       weights = r.weights;
     } else if (a.mode == "combine") {
       int64_t out_size = a.output_size;
-      if (out_size <= 0 && !a.state_dict.empty()) out_size = rows_of(a.state_dict, "qc_linear.weight");
+      if (out_size <= 0 && !a.state_dict.empty())
+        out_size = rows_of(a.state_dict, "qc_linear.weight");
       if (out_size <= 0) out_size = v.size(2);
       AttentionCombine module(AttentionCombineOptions(q.size(2), k.size(2), v.size(2), out_size)
                                   .score(parse_score_kind(a.score == "dot" ? "concat" : a.score))
@@ -248,7 +250,8 @@ Command add_attend_command(CLI::App& parent) {
   app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
       ->capture_default_str();
   app->add_option("--weighting", a->weighting, "soft | hard | local")->capture_default_str();
-  app->add_option("--hard-gradient", a->hard_gradient, "none | straight-through | gumbel (with --train)")
+  app->add_option("--hard-gradient", a->hard_gradient,
+                  "none | straight-through | gumbel (with --train)")
       ->capture_default_str();
   app->add_option("--hidden-size", a->hidden_size, "Additive score width (0: key size)");
   app->add_option("--heads", a->heads, "Heads for --mode multihead")->capture_default_str();

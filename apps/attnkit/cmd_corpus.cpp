@@ -45,8 +45,9 @@ void print_report(const data::ReadReport& r) {
 }
 
 void print_stats(const data::CorpusStats& s) {
-  std::cout << s.pairs << " pairs; source " << s.source.tokens << " tokens (max " << s.source.max_len
-            << "), target " << s.target.tokens << " tokens (max " << s.target.max_len << ")\n"
+  std::cout << s.pairs << " pairs; source " << s.source.tokens << " tokens (max "
+            << s.source.max_len << "), target " << s.target.tokens << " tokens (max "
+            << s.target.max_len << ")\n"
             << "length  source  target\n";
   std::map<size_t, std::pair<size_t, size_t>> rows;
   for (const auto& [b, c] : s.source.length_histogram) rows[b].first = c;
@@ -78,26 +79,41 @@ int run_gettext(const CorpusArgs& a) {
   data::write_tsv(a.out, pairs);
   std::cout << "read " << report.catalogs << " catalogs for " << a.lang << " (" << report.entries
             << " messages)\n"
-            << "  skipped: " << report.untranslated << " untranslated, " << report.fuzzy << " fuzzy, "
-            << report.placeholder_mismatch << " with mismatched placeholders, " << report.identical
-            << " identical to the English, " << duplicates
-            << " duplicates, " << report.unreadable << " unreadable\n"
+            << "  skipped: " << report.untranslated << " untranslated, " << report.fuzzy
+            << " fuzzy, " << report.placeholder_mismatch << " with mismatched placeholders, "
+            << report.identical << " identical to the English, " << duplicates << " duplicates, "
+            << report.unreadable << " unreadable\n"
             << "  kept: " << report.plural << " plural entries (singular form), " << report.context
             << " with a context\n"
-            << "wrote " << pairs.size() << " English -> " << a.lang << " pairs to " << a.out << "\n";
+            << "wrote " << pairs.size() << " English -> " << a.lang << " pairs to " << a.out
+            << "\n";
   return pairs.empty() ? 2 : 0;
 }
 
-int run_prepare(const CorpusArgs& a) {
+// The input TSV with its read report printed, and token counters for both sides.
+struct Input {
+  std::vector<data::Pair> pairs;
+  std::unique_ptr<data::Tokenizer> source, target;
+  size_t count_source(const std::string& s) const { return source->tokenize(s).size(); }
+  size_t count_target(const std::string& s) const { return target->tokenize(s).size(); }
+};
+
+Input read_input(const CorpusArgs& a) {
   data::TsvOptions options;
   options.reverse = a.reverse;
   options.strict = a.strict;
   data::ReadReport report;
-  auto pairs = data::read_tsv(a.input, options, &report);
+  Input in{data::read_tsv(a.input, options, &report), data::make_tokenizer(a.source_tokenizer),
+           data::make_tokenizer(a.target_tokenizer)};
   print_report(report);
-  auto src_tok = data::make_tokenizer(a.source_tokenizer), tgt_tok = data::make_tokenizer(a.target_tokenizer);
-  auto count_src = [&](const std::string& s) { return src_tok->tokenize(s).size(); };
-  auto count_tgt = [&](const std::string& s) { return tgt_tok->tokenize(s).size(); };
+  return in;
+}
+
+int run_prepare(const CorpusArgs& a) {
+  auto in = read_input(a);
+  auto& pairs = in.pairs;
+  auto count_src = [&](const std::string& s) { return in.count_source(s); };
+  auto count_tgt = [&](const std::string& s) { return in.count_target(s); };
   const size_t duplicates = data::dedup(pairs);
   const size_t too_long = data::filter_length(pairs, a.max_len, count_src, count_tgt);
   std::cout << "removed " << duplicates << " duplicates and " << too_long << " pairs longer than "
@@ -115,15 +131,10 @@ int run_prepare(const CorpusArgs& a) {
 }
 
 int run_stats(const CorpusArgs& a) {
-  data::TsvOptions options;
-  options.reverse = a.reverse;
-  options.strict = a.strict;
-  data::ReadReport report;
-  auto pairs = data::read_tsv(a.input, options, &report);
-  print_report(report);
-  auto src_tok = data::make_tokenizer(a.source_tokenizer), tgt_tok = data::make_tokenizer(a.target_tokenizer);
-  print_stats(data::stats(pairs, [&](const std::string& s) { return src_tok->tokenize(s).size(); },
-                          [&](const std::string& s) { return tgt_tok->tokenize(s).size(); }));
+  auto in = read_input(a);
+  print_stats(data::stats(
+      in.pairs, [&](const std::string& s) { return in.count_source(s); },
+      [&](const std::string& s) { return in.count_target(s); }));
   return 0;
 }
 
@@ -133,14 +144,16 @@ int run_tokenize(const CorpusArgs& a) {
   options.reverse = a.reverse;
   options.strict = a.strict;
   auto pairs = data::read_tsv(a.input, options);
-  auto src_tok = data::make_tokenizer(a.source_tokenizer), tgt_tok = data::make_tokenizer(a.target_tokenizer);
+  auto src_tok = data::make_tokenizer(a.source_tokenizer),
+       tgt_tok = data::make_tokenizer(a.target_tokenizer);
   auto join = [](const std::vector<std::string>& tokens) {
     std::string out;
     for (const auto& t : tokens) out += (out.empty() ? "" : " ") + t;
     return out;
   };
   std::string text;
-  for (const auto& p : pairs) text += join(src_tok->tokenize(p.source)) + "\t" + join(tgt_tok->tokenize(p.target)) + "\n";
+  for (const auto& p : pairs)
+    text += join(src_tok->tokenize(p.source)) + "\t" + join(tgt_tok->tokenize(p.target)) + "\n";
   if (a.out.empty()) throw Error("corpus tokenize: --out is required");
   io::write_file_atomic(a.out, text);
   std::cout << "wrote " << pairs.size() << " tokenised pairs to " << a.out << "\n";
@@ -149,12 +162,15 @@ int run_tokenize(const CorpusArgs& a) {
 
 int run_synthetic(const CorpusArgs& a) {
   if (a.out.empty()) throw Error("corpus synthetic: --out is required");
-  auto examples = data::synthetic_task(a.task, a.count, a.min_len, a.max_len_synthetic, a.symbols, a.seed);
+  auto examples =
+      data::synthetic_task(a.task, a.count, a.min_len, a.max_len_synthetic, a.symbols, a.seed);
   std::string text;
   for (const auto& e : examples)
-    text += e.pair.source + "\t" + e.pair.target + "\t" + data::format_alignment(e.alignment) + "\n";
+    text +=
+        e.pair.source + "\t" + e.pair.target + "\t" + data::format_alignment(e.alignment) + "\n";
   io::write_file_atomic(a.out, text);
-  std::cout << "wrote " << examples.size() << " " << a.task << " pairs with gold alignments to " << a.out << "\n";
+  std::cout << "wrote " << examples.size() << " " << a.task << " pairs with gold alignments to "
+            << a.out << "\n";
   return 0;
 }
 
@@ -178,20 +194,26 @@ Command add_corpus_command(CLI::App& parent) {
   app->require_subcommand(1);
   auto a = std::make_shared<CorpusArgs>();
   auto tokenizers = [&](CLI::App* c) {
-    c->add_option("--source-tokenizer", a->source_tokenizer, "en | en-lower | en-norm | zh | spm:<model>")
+    c->add_option("--source-tokenizer", a->source_tokenizer,
+                  "en | en-lower | en-norm | zh | spm:<model>")
         ->capture_default_str();
-    c->add_option("--target-tokenizer", a->target_tokenizer, "en | en-lower | en-norm | zh | spm:<model>")
+    c->add_option("--target-tokenizer", a->target_tokenizer,
+                  "en | en-lower | en-norm | zh | spm:<model>")
         ->capture_default_str();
   };
-  auto* gettext = app->add_subcommand("gettext", "English -> LANG pairs from the gettext catalogs (.mo, .po)");
-  gettext->add_option("--lang", a->lang, "Catalog language, e.g. zh_CN, fr, de")->capture_default_str();
+  auto* gettext =
+      app->add_subcommand("gettext", "English -> LANG pairs from the gettext catalogs (.mo, .po)");
+  gettext->add_option("--lang", a->lang, "Catalog language, e.g. zh_CN, fr, de")
+      ->capture_default_str();
   gettext->add_option("--root", a->roots, "Also read catalogs under DIR (repeatable)");
   gettext->add_flag("--no-system", a->no_system, "Do not read /usr/share/locale");
   gettext->add_option("--out", a->out, "Output TSV")->required();
 
-  auto* prepare = app->add_subcommand("prepare", "Dedup, length-filter and split a TSV into train/valid/test");
+  auto* prepare =
+      app->add_subcommand("prepare", "Dedup, length-filter and split a TSV into train/valid/test");
   prepare->add_option("input", a->input, "source<TAB>target file")->required();
-  prepare->add_option("--out-dir", a->out_dir, "Where train.tsv, valid.tsv and test.tsv go")->required();
+  prepare->add_option("--out-dir", a->out_dir, "Where train.tsv, valid.tsv and test.tsv go")
+      ->required();
   prepare->add_flag("--reverse", a->reverse, "Swap the columns (translate target -> source)");
   prepare->add_flag("--strict", a->strict, "Stop at the first malformed line");
   prepare->add_option("--valid", a->valid, "Validation fraction")->capture_default_str();
@@ -206,14 +228,16 @@ Command add_corpus_command(CLI::App& parent) {
   stats->add_flag("--strict", a->strict);
   tokenizers(stats);
 
-  auto* tokenize = app->add_subcommand("tokenize", "Write a TSV's tokens, space-separated (for other tools)");
+  auto* tokenize =
+      app->add_subcommand("tokenize", "Write a TSV's tokens, space-separated (for other tools)");
   tokenize->add_option("input", a->input)->required();
   tokenize->add_option("--out", a->out)->required();
   tokenize->add_flag("--reverse", a->reverse);
   tokenize->add_flag("--strict", a->strict);
   tokenizers(tokenize);
 
-  auto* synthetic = app->add_subcommand("synthetic", "Copy/reverse/permute tasks with gold alignments");
+  auto* synthetic =
+      app->add_subcommand("synthetic", "Copy/reverse/permute tasks with gold alignments");
   synthetic->add_option("--task", a->task, "copy | reverse | permute")->capture_default_str();
   synthetic->add_option("--count", a->count)->capture_default_str();
   synthetic->add_option("--min-len", a->min_len)->capture_default_str();

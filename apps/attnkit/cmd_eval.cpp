@@ -51,7 +51,8 @@ struct Scored {
 std::string alignments_of(const seq2seq::Translation& t) {
   std::string out;
   if (!t.attention.defined() || t.attention.numel() == 0) return out;
-  for (size_t j = 0; j < t.target_tokens.size() && static_cast<int64_t>(j) < t.attention.size(0); ++j) {
+  for (size_t j = 0; j < t.target_tokens.size() && static_cast<int64_t>(j) < t.attention.size(0);
+       ++j) {
     auto row = t.attention[static_cast<int64_t>(j)];
     const int64_t i = row.argmax().item<int64_t>();
     char buf[32];
@@ -90,7 +91,8 @@ int run_eval(const EvalArgs& a) {
   Scored base;
   if (!a.baseline.empty()) {
     base = score_model(a.baseline).first;
-    std::printf("baseline: %s, chrF2 = %.2f\n", eval::corpus_bleu(base.hyps, {refs}, bo).format().c_str(),
+    std::printf("baseline: %s, chrF2 = %.2f\n",
+                eval::corpus_bleu(base.hyps, {refs}, bo).format().c_str(),
                 eval::corpus_chrf(base.hyps, refs));
   }
   // BLEU by source length, the shape of Bahdanau et al. (2015), Figure 2.
@@ -123,16 +125,20 @@ int run_eval(const EvalArgs& a) {
     }
     const auto& t = main.translations[i];
     eval::Alignment predicted;
-    for (int64_t j = 0; j < t.attention.size(0) && j < static_cast<int64_t>(t.target_tokens.size()); ++j)
-      predicted.insert({static_cast<int>(t.attention[j].argmax().item<int64_t>()), static_cast<int>(j)});
+    for (int64_t j = 0; j < t.attention.size(0) && j < static_cast<int64_t>(t.target_tokens.size());
+         ++j)
+      predicted.insert(
+          {static_cast<int>(t.attention[j].argmax().item<int64_t>()), static_cast<int>(j)});
     aer_sum += eval::alignment_error_rate(predicted, gold, gold);
     ++aer_n;
   }
-  if (aer_n) std::printf("\nalignment error rate (attention argmax vs gold, %zu sentences): %.4f\n", aer_n, aer_sum / aer_n);
+  if (aer_n)
+    std::printf("\nalignment error rate (attention argmax vs gold, %zu sentences): %.4f\n", aer_n,
+                aer_sum / aer_n);
   for (size_t i = 0; i < std::min(a.examples, pairs.size()); ++i) {
     const auto& t = main.translations[i];
-    std::printf("\nsource:      %s\nreference:   %s\ntranslation: %s\n", sources[i].c_str(), refs[i].c_str(),
-                t.text.c_str());
+    std::printf("\nsource:      %s\nreference:   %s\ntranslation: %s\n", sources[i].c_str(),
+                refs[i].c_str(), t.text.c_str());
     std::printf("  strongest alignments:\n%s", alignments_of(t).c_str());
   }
   return 0;
@@ -151,12 +157,16 @@ int run_bleu(const EvalArgs& a) {
 }  // namespace
 
 Command add_eval_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("eval", "BLEU, chrF, BLEU by length and AER of a model on a test set");
+  auto* app =
+      parent.add_subcommand("eval", "BLEU, chrF, BLEU by length and AER of a model on a test set");
   auto a = std::make_shared<EvalArgs>();
   app->add_option("--model", a->model, "Model directory")->required();
-  app->add_option("--test", a->test, "Test pairs, source<TAB>target[<TAB>gold alignment]")->required();
-  app->add_option("--baseline", a->baseline, "A second model (e.g. --no-attention) to compare by length");
-  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | none")->capture_default_str();
+  app->add_option("--test", a->test, "Test pairs, source<TAB>target[<TAB>gold alignment]")
+      ->required();
+  app->add_option("--baseline", a->baseline,
+                  "A second model (e.g. --no-attention) to compare by length");
+  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | none")
+      ->capture_default_str();
   app->add_option("--beam", a->search.beam_size)->capture_default_str();
   app->add_option("--bucket", a->bucket, "Source-length bucket width")->capture_default_str();
   app->add_option("--examples", a->examples, "Translations to show")->capture_default_str();

@@ -14,19 +14,21 @@ Command add_info_command(CLI::App& parent) {
   return {app, [json] {
             const RuntimeInfo info = runtime_info();
             if (*json) {
-              nlohmann::json j = {
-                  {"attnkit", info.attnkit_version},
-                  {"libtorch", info.torch_version},
-                  {"blas", {{"name", info.blas.name},
-                            {"library", info.blas.library},
-                            {"detail", info.blas.detail},
-                            {"reference", info.blas.is_reference}}},
-                  {"threads", {{"intra_op", info.intra_op_threads},
-                               {"inter_op", info.inter_op_threads},
-                               {"hardware", info.hardware_threads}}},
-                  {"cpu", {{"model", info.cpu_model},
-                           {"torch_capability", info.torch_cpu_capability},
-                           {"features", info.cpu_features}}}};
+              nlohmann::json j = {{"attnkit", info.attnkit_version},
+                                  {"libtorch", info.torch_version},
+                                  {"blas",
+                                   {{"name", info.blas.name},
+                                    {"library", info.blas.library},
+                                    {"detail", info.blas.detail},
+                                    {"reference", info.blas.is_reference}}},
+                                  {"threads",
+                                   {{"intra_op", info.intra_op_threads},
+                                    {"inter_op", info.inter_op_threads},
+                                    {"hardware", info.hardware_threads}}},
+                                  {"cpu",
+                                   {{"model", info.cpu_model},
+                                    {"torch_capability", info.torch_cpu_capability},
+                                    {"features", info.cpu_features}}}};
               std::cout << j.dump(2) << "\n";
               return 0;
             }

@@ -12,13 +12,15 @@
 namespace attnkit::cli {
 
 Command add_serve_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("serve", "The translation API, the playground and the web page");
+  auto* app =
+      parent.add_subcommand("serve", "The translation API, the playground and the web page");
   auto o = std::make_shared<serve::ServerOptions>();
   app->add_option("--model", o->model_dir, "Model directory (without it: the playground only)");
   app->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   app->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
   app->add_option("--workers", o->threads, "HTTP worker threads")->capture_default_str();
-  app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")->capture_default_str();
+  app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")
+      ->capture_default_str();
   app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")->capture_default_str();
   app->add_option("--timeout", o->request_timeout_s, "Seconds before a translation request fails")
       ->capture_default_str();
@@ -26,7 +28,8 @@ Command add_serve_command(CLI::App& parent) {
 }
 
 Command add_plot_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("plot", "Loss and BLEU curves of a training run (metrics.jsonl)");
+  auto* app =
+      parent.add_subcommand("plot", "Loss and BLEU curves of a training run (metrics.jsonl)");
   auto metrics = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   app->add_option("metrics", *metrics, "A model directory's metrics.jsonl")->required();

@@ -35,7 +35,8 @@ nlohmann::json matrix(const at::Tensor& t) {
   auto m = t.to(at::kFloat).contiguous();
   for (int64_t i = 0; i < m.size(0); ++i) {
     std::vector<double> row;
-    for (int64_t j = 0; j < m.size(1); ++j) row.push_back(std::round(m[i][j].item<float>() * 1e4) / 1e4);
+    for (int64_t j = 0; j < m.size(1); ++j)
+      row.push_back(std::round(m[i][j].item<float>() * 1e4) / 1e4);
     rows.push_back(row);
   }
   return rows;
@@ -60,14 +61,16 @@ int run(const TranslateArgs& a) {
       std::string_view l = text::strip_eol(line);
       if (n == 1) l = text::strip_bom(l);
       if (!text::valid_utf8(l))
-        throw Error((a.input.empty() ? std::string("<stdin>") : a.input) + ":" + std::to_string(n) + ": invalid UTF-8");
+        throw Error((a.input.empty() ? std::string("<stdin>") : a.input) + ":" + std::to_string(n) +
+                    ": invalid UTF-8");
       lines.emplace_back(l);
     }
   }
   const auto started = std::chrono::steady_clock::now();
   auto results = translator.translate(lines, a.search, a.batch_size);
   if (a.timing) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::fprintf(stderr, "translated %zu sentences in %.3f s: %.1f sentences/s\n", lines.size(), s,
                  lines.size() / std::max(s, 1e-9));
   }
@@ -77,9 +80,11 @@ int run(const TranslateArgs& a) {
       const auto& r = results[i];
       if (!r.attention.defined() || r.attention.numel() == 0) continue;
       viz::Heatmap h;
-      h.weights = r.attention.narrow(0, 0, std::min<int64_t>(r.attention.size(0), r.target_tokens.size() + 1));
+      h.weights = r.attention.narrow(
+          0, 0, std::min<int64_t>(r.attention.size(0), r.target_tokens.size() + 1));
       h.row_labels = r.target_tokens;
-      if (h.weights.size(0) > static_cast<int64_t>(h.row_labels.size())) h.row_labels.push_back("<eos>");
+      if (h.weights.size(0) > static_cast<int64_t>(h.row_labels.size()))
+        h.row_labels.push_back("<eos>");
       h.col_labels = r.source_tokens;
       h.title = lines[i] + "  →  " + r.text;
       char stem[32];
@@ -110,7 +115,8 @@ int run(const TranslateArgs& a) {
                         {"score", r.score},
                         {"attention", matrix(r.attention)}};
     nlohmann::json nbest = nlohmann::json::array();
-    for (const auto& [text, score] : r.nbest) nbest.push_back({{"translation", text}, {"score", score}});
+    for (const auto& [text, score] : r.nbest)
+      nbest.push_back({{"translation", text}, {"score", score}});
     j["nbest"] = nbest;
     out += j.dump() + "\n";
   }
@@ -125,15 +131,18 @@ int run(const TranslateArgs& a) {
 }  // namespace
 
 Command add_translate_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("translate", "Translate one sentence a line (stdin or --input)");
+  auto* app =
+      parent.add_subcommand("translate", "Translate one sentence a line (stdin or --input)");
   auto a = std::make_shared<TranslateArgs>();
   app->add_option("--model", a->model, "Model directory from attnkit train")->required();
   app->add_option("--input", a->input, "Input file (default: stdin)");
   app->add_option("--output", a->output, "Output file (default: stdout)");
-  app->add_option("--format", a->format, "text | json (tokens, scores, attention matrix)")->capture_default_str();
+  app->add_option("--format", a->format, "text | json (tokens, scores, attention matrix)")
+      ->capture_default_str();
   app->add_option("--beam", a->search.beam_size, "Beam size (1: greedy)")->capture_default_str();
   app->add_option("--nbest", a->search.nbest, "Hypotheses per sentence")->capture_default_str();
-  app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")->capture_default_str();
+  app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")
+      ->capture_default_str();
   app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
   app->add_option("--batch-size", a->batch_size)->capture_default_str();
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");

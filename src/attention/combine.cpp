@@ -24,7 +24,7 @@ AttentionOutput AttentionCombineImpl::forward(const at::Tensor& q, const at::Ten
   functional::check_qkv(q, k, v, "AttentionCombine");
   TORCH_CHECK(v.size(2) == options.value_size(), "AttentionCombine: built for value_size ",
               options.value_size(), " but V has shape ", v.sizes());
-  auto attended = attention->forward(q, k, v, mask);           // C [B, Tq, Dv]
+  auto attended = attention->forward(q, k, v, mask);          // C [B, Tq, Dv]
   auto combined = at::cat({q, attended.output}, /*dim=*/-1);  // [B, Tq, Dq + Dv]
   return {qc_linear(combined), attended.weights};             // [B, Tq, output_size]
 }

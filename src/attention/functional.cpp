@@ -41,11 +41,10 @@ at::Scalar lowest(const at::Tensor& t) {
 
 at::Tensor check_linear_weight(const at::Tensor& w, int64_t rows, int64_t cols, const char* name,
                                const char* where) {
-  TORCH_CHECK(w.defined() && w.dim() == 2 && (rows < 0 || w.size(0) == rows) &&
-                  w.size(1) == cols,
+  TORCH_CHECK(w.defined() && w.dim() == 2 && (rows < 0 || w.size(0) == rows) && w.size(1) == cols,
               where, ": ", name, " has shape ", (w.defined() ? w.sizes() : at::IntArrayRef{}),
-              " but the inputs need [", (rows < 0 ? std::string("H") : std::to_string(rows)),
-              ", ", cols, "]");
+              " but the inputs need [", (rows < 0 ? std::string("H") : std::to_string(rows)), ", ",
+              cols, "]");
   return w;
 }
 
@@ -83,8 +82,7 @@ at::Tensor concat_score(const at::Tensor& q, const at::Tensor& k, const at::Tens
 at::Tensor additive_project_keys(const at::Tensor& k, const at::Tensor& weight,
                                  const at::Tensor& bias, int64_t query_size) {
   const int64_t dk = k.size(-1);
-  check_linear_weight(weight, -1, query_size + dk, "the additive score's weight",
-                      "additive_score");
+  check_linear_weight(weight, -1, query_size + dk, "the additive score's weight", "additive_score");
   auto keys = at::matmul(k, weight.narrow(1, query_size, dk).t());  // [B, Tk, H]
   return bias.defined() ? keys + bias : keys;
 }
@@ -92,8 +90,8 @@ at::Tensor additive_project_keys(const at::Tensor& k, const at::Tensor& weight,
 at::Tensor additive_score_projected(const at::Tensor& q, const at::Tensor& keys_proj,
                                     const at::Tensor& weight, const at::Tensor& v) {
   auto qh = at::matmul(q, weight.narrow(1, 0, q.size(-1)).t());  // [B, Tq, H]
-  auto e = at::tanh(qh.unsqueeze(2) + keys_proj.unsqueeze(1));    // [B, Tq, Tk, H]
-  if (!v.defined()) return e.sum(-1);                             // [B, Tq, Tk]
+  auto e = at::tanh(qh.unsqueeze(2) + keys_proj.unsqueeze(1));   // [B, Tq, Tk, H]
+  if (!v.defined()) return e.sum(-1);                            // [B, Tq, Tk]
   TORCH_CHECK(v.numel() == e.size(-1), "additive_score: v has shape ", v.sizes(),
               " but the hidden size is ", e.size(-1));
   return at::matmul(e, v.reshape({-1}));  // [B, Tq, Tk]
@@ -102,8 +100,7 @@ at::Tensor additive_score_projected(const at::Tensor& q, const at::Tensor& keys_
 at::Tensor additive_score(const at::Tensor& q, const at::Tensor& k, const at::Tensor& weight,
                           const at::Tensor& bias, const at::Tensor& v) {
   check_qk(q, k, "additive_score");
-  return additive_score_projected(q, additive_project_keys(k, weight, bias, q.size(-1)), weight,
-                                  v);
+  return additive_score_projected(q, additive_project_keys(k, weight, bias, q.size(-1)), weight, v);
 }
 
 at::Tensor dot_score(const at::Tensor& q, const at::Tensor& k) {
@@ -132,8 +129,8 @@ at::Tensor soft_weights(const at::Tensor& scores, const at::Tensor& mask) {
   return weights.masked_fill(hidden, 0);
 }
 
-at::Tensor gumbel_soft_weights(const at::Tensor& scores, const at::Tensor& mask,
-                               double temperature, const at::Tensor& gumbel_noise) {
+at::Tensor gumbel_soft_weights(const at::Tensor& scores, const at::Tensor& mask, double temperature,
+                               const at::Tensor& gumbel_noise) {
   TORCH_CHECK(temperature > 0, "gumbel: the temperature must be > 0, got ", temperature);
   auto noise = gumbel_noise.defined()
                    ? gumbel_noise
@@ -166,23 +163,24 @@ at::Tensor hard_weights(const at::Tensor& scores, const at::Tensor& mask, HardGr
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_hard_weights(const at::Tensor& scores,
                                                                    const at::Tensor& mask) {
-  auto probs = soft_weights(scores, mask);                          // [..., Tq, Tk]
+  auto probs = soft_weights(scores, mask);  // [..., Tq, Tk]
   const auto tk = scores.size(-1);
   if (tk == 0) {
     auto zero = at::zeros(scores.sizes().slice(0, scores.dim() - 1), scores.options());
     return {at::zeros_like(scores), zero, zero};
   }
   auto flat = probs.detach().reshape({-1, tk});
-  auto valid = flat.sum(-1, /*keepdim=*/true) > 0;                  // rows with a valid key
+  auto valid = flat.sum(-1, /*keepdim=*/true) > 0;  // rows with a valid key
   auto index = at::multinomial(flat.masked_fill(valid.logical_not(), 1.0), 1)
-                   .view(scores.sizes().slice(0, scores.dim() - 1)).unsqueeze(-1);  // [..., Tq, 1]
+                   .view(scores.sizes().slice(0, scores.dim() - 1))
+                   .unsqueeze(-1);  // [..., Tq, 1]
   auto hard = at::zeros_like(scores, at::MemoryFormat::Contiguous).scatter_(-1, index, 1.0);
   auto row_valid = valid.view(index.sizes());
   hard = hard * row_valid;
   // log p and p log p with 0 log 0 = 0, so masked keys and empty rows contribute nothing.
   auto safe_log = at::log(probs.clamp_min(1e-30));
   auto log_prob = (safe_log.gather(-1, index) * row_valid).squeeze(-1);  // [..., Tq]
-  auto entropy = -(probs * safe_log).sum(-1);                             // [..., Tq]
+  auto entropy = -(probs * safe_log).sum(-1);                            // [..., Tq]
   return {hard, log_prob, entropy};
 }
 
@@ -194,8 +192,8 @@ at::Tensor local_weights(const at::Tensor& scores, const at::Tensor& centres, in
               "local_weights: centres have shape ", centres.sizes(), " but scores have shape ",
               scores.sizes(), "; expected the scores' shape without the last dimension");
   const int64_t tk = scores.size(-1);
-  auto positions = at::arange(tk, scores.options());      // [Tk]
-  auto offset = positions - centres.unsqueeze(-1);        // [..., Tq, Tk]
+  auto positions = at::arange(tk, scores.options());  // [Tk]
+  auto offset = positions - centres.unsqueeze(-1);    // [..., Tq, Tk]
   auto in_window = offset.detach().abs() <= static_cast<double>(window);
   auto keep = mask.defined() ? in_window.logical_and(mask) : in_window;
   const double sigma = static_cast<double>(window) / 2.0;

@@ -10,13 +10,13 @@ at::Tensor padding_mask(const at::Tensor& lengths, int64_t max_len) {
   TORCH_CHECK(!at::isFloatingType(lengths.scalar_type()),
               "padding_mask: lengths must be integers, got ", lengths.scalar_type());
   TORCH_CHECK(max_len >= 0, "padding_mask: max_len must be >= 0, got ", max_len);
-  auto positions = at::arange(max_len, lengths.options().dtype(at::kLong));  // [Tk]
+  auto positions = at::arange(max_len, lengths.options().dtype(at::kLong));           // [Tk]
   return (positions.unsqueeze(0) < lengths.to(at::kLong).unsqueeze(1)).unsqueeze(1);  // [B, 1, Tk]
 }
 
 at::Tensor from_key_padding_mask(const at::Tensor& key_padding_mask) {
-  TORCH_CHECK(key_padding_mask.dim() == 2,
-              "from_key_padding_mask: expected [B, Tk], got shape ", key_padding_mask.sizes());
+  TORCH_CHECK(key_padding_mask.dim() == 2, "from_key_padding_mask: expected [B, Tk], got shape ",
+              key_padding_mask.sizes());
   return key_padding_mask.to(at::kBool).logical_not().unsqueeze(1);  // [B, 1, Tk]
 }
 

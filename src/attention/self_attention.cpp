@@ -64,9 +64,9 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
   at::Tensor q, k, v;  // each [B, H, T, E/H]
   if (query.is_same(key) && key.is_same(value)) {
     // Self-attention: one GEMM against the whole [3E, E] in-projection.
-    auto qkv = at::linear(query, in_proj_weight, in_proj_bias)             // [B, T, 3E]
+    auto qkv = at::linear(query, in_proj_weight, in_proj_bias)  // [B, T, 3E]
                    .view({batch, tq, 3, heads, head_dim})
-                   .permute({2, 0, 3, 1, 4});                              // [3, B, H, T, d]
+                   .permute({2, 0, 3, 1, 4});  // [3, B, H, T, d]
     q = qkv[0];
     k = qkv[1];
     v = qkv[2];
@@ -81,8 +81,9 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     k = split_heads(key, 1);
     v = split_heads(value, 2);
   }
-  auto [heads_out, weights] = functional::scaled_dot_product_attention(q, k, v, keep);  // [B, H, Tq, d]
-  auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});            // [B, Tq, E]
+  auto [heads_out, weights] =
+      functional::scaled_dot_product_attention(q, k, v, keep);      // [B, H, Tq, d]
+  auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
   return {out_proj(merged), weights};
 }
 

@@ -22,9 +22,9 @@ Enum parse(const std::string& name, const std::pair<const char*, Enum> (&table)[
 }
 
 const std::pair<const char*, ScoreKind> kScores[] = {
-    {"concat", ScoreKind::Concat}, {"additive", ScoreKind::Additive},
+    {"concat", ScoreKind::Concat},     {"additive", ScoreKind::Additive},
     {"bahdanau", ScoreKind::Bahdanau}, {"scaled-dot", ScoreKind::ScaledDot},
-    {"dot", ScoreKind::Dot}, {"general", ScoreKind::General}};
+    {"dot", ScoreKind::Dot},           {"general", ScoreKind::General}};
 const std::pair<const char*, WeightingKind> kWeightings[] = {
     {"soft", WeightingKind::Soft}, {"hard", WeightingKind::Hard}, {"local", WeightingKind::Local}};
 const std::pair<const char*, HardGradient> kHardGradients[] = {
@@ -68,8 +68,6 @@ const std::vector<std::string>& weighting_kind_names() {
   return names;
 }
 
-bool score_has_parameters(ScoreKind k) {
-  return k != ScoreKind::Dot && k != ScoreKind::ScaledDot;
-}
+bool score_has_parameters(ScoreKind k) { return k != ScoreKind::Dot && k != ScoreKind::ScaledDot; }
 
 }  // namespace attnkit

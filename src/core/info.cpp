@@ -107,8 +107,8 @@ RuntimeInfo runtime_info() {
   info.cpu_model = cpuinfo_field("model name");
   info.torch_cpu_capability = torch_cpu_capability();
   std::istringstream flags(" " + cpuinfo_field("flags") + " ");
-  const std::vector<std::string> wanted = {"sse4_2",   "avx",      "avx2",        "fma",
-                                           "f16c",     "avx512f",  "avx512bw",    "avx512vl",
+  const std::vector<std::string> wanted = {"sse4_2",      "avx",         "avx2",     "fma",
+                                           "f16c",        "avx512f",     "avx512bw", "avx512vl",
                                            "avx512_vnni", "avx512_bf16", "amx_tile"};
   std::vector<std::string> present;
   for (std::string f; flags >> f;) present.push_back(f);

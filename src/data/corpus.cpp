@@ -16,8 +16,7 @@ void ReadReport::problem(const std::string& where, const std::string& what) {
   if (problems.size() < kMaxProblems) problems.push_back(where + ": " + what);
 }
 
-std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options,
-                           ReadReport* report) {
+std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, ReadReport* report) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
   ReadReport local;
@@ -50,8 +49,8 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options,
     }
     const auto tab2 = line.find('\t', tab + 1);
     auto first = text::squeeze_spaces(line.substr(0, tab));
-    auto second = text::squeeze_spaces(
-        line.substr(tab + 1, tab2 == std::string_view::npos ? std::string_view::npos : tab2 - tab - 1));
+    auto second = text::squeeze_spaces(line.substr(
+        tab + 1, tab2 == std::string_view::npos ? std::string_view::npos : tab2 - tab - 1));
     if (first.empty() || second.empty()) {
       bad(first.empty() ? "empty source" : "empty target");
       continue;

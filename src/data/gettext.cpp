@@ -68,7 +68,9 @@ std::vector<std::string> sorted_placeholders(const std::string& s) {
 
 std::vector<CatalogEntry> read_mo(const std::string& path) {
   const std::string data = slurp(path);
-  auto fail = [&](const std::string& what) -> void { throw Error(path + ": not a valid .mo file (" + what + ")"); };
+  auto fail = [&](const std::string& what) -> void {
+    throw Error(path + ": not a valid .mo file (" + what + ")");
+  };
   if (data.size() < 28) fail("too short");
   uint32_t magic;
   std::memcpy(&magic, data.data(), 4);
@@ -156,7 +158,9 @@ std::vector<CatalogEntry> read_po(const std::string& path) {
     }
     if (l[0] == '#') continue;
     if (l[0] == '"') {
-      if (!target) throw Error(path + ":" + std::to_string(no) + ": a string continuation with no keyword before it");
+      if (!target)
+        throw Error(path + ":" + std::to_string(no) +
+                    ": a string continuation with no keyword before it");
       *target += unquote(l);
       continue;
     }
@@ -177,14 +181,16 @@ std::vector<CatalogEntry> read_po(const std::string& path) {
       size_t index = 0;
       if (keyword.size() > 6) {
         if (keyword[6] != '[' || keyword.back() != ']')
-          throw Error(path + ":" + std::to_string(no) + ": bad keyword '" + std::string(keyword) + "'");
+          throw Error(path + ":" + std::to_string(no) + ": bad keyword '" + std::string(keyword) +
+                      "'");
         index = std::stoul(std::string(keyword.substr(7, keyword.size() - 8)));
       }
       if (current.msgstr.size() <= index) current.msgstr.resize(index + 1);
       current.msgstr[index] = unquote(l);
       target = &current.msgstr[index];
     } else {
-      throw Error(path + ":" + std::to_string(no) + ": unknown keyword '" + std::string(keyword) + "'");
+      throw Error(path + ":" + std::to_string(no) + ": unknown keyword '" + std::string(keyword) +
+                  "'");
     }
   }
   finish();
@@ -230,7 +236,8 @@ std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, G
   return pairs;
 }
 
-std::vector<std::string> find_catalogs(const std::string& lang, const std::vector<std::string>& roots) {
+std::vector<std::string> find_catalogs(const std::string& lang,
+                                       const std::vector<std::string>& roots) {
   std::vector<std::string> found;
   for (const auto& root : roots) {
     std::error_code ec;
@@ -239,14 +246,16 @@ std::vector<std::string> find_catalogs(const std::string& lang, const std::vecto
       for (const auto& f : fs::directory_iterator(messages, ec))
         if (f.path().extension() == ".mo") found.push_back(f.path().string());
     if (!fs::is_directory(root, ec)) continue;
-    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+    for (auto it = fs::recursive_directory_iterator(
+             root, fs::directory_options::skip_permission_denied, ec);
          it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (ec) break;
       const auto& p = it->path();
       if (p.extension() != ".po") continue;
       const std::string stem = p.stem().string(), parent = p.parent_path().filename().string();
-      if (stem == lang || parent == lang || stem.size() > lang.size() &&
-          stem.compare(stem.size() - lang.size(), lang.size(), lang) == 0)
+      if (stem == lang || parent == lang ||
+          stem.size() > lang.size() &&
+              stem.compare(stem.size() - lang.size(), lang.size(), lang) == 0)
         found.push_back(p.string());
     }
   }

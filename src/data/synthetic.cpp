@@ -37,7 +37,8 @@ std::vector<SyntheticExample> synthetic_task(const std::string& task, size_t cou
 
 std::string format_alignment(const eval::Alignment& a) {
   std::string out;
-  for (const auto& [s, t] : a) out += (out.empty() ? "" : " ") + std::to_string(s) + "-" + std::to_string(t);
+  for (const auto& [s, t] : a)
+    out += (out.empty() ? "" : " ") + std::to_string(s) + "-" + std::to_string(t);
   return out;
 }
 

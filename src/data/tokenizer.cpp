@@ -7,13 +7,13 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <sstream>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <sstream>
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
@@ -37,9 +37,12 @@ void scan(std::string_view s, P&& on_placeholder, C&& on_char) {
     }
     size_t n = 1;
     const auto b = static_cast<unsigned char>(s[i]);
-    if (b >= 0xF0) n = 4;
-    else if (b >= 0xE0) n = 3;
-    else if (b >= 0xC0) n = 2;
+    if (b >= 0xF0)
+      n = 4;
+    else if (b >= 0xE0)
+      n = 3;
+    else if (b >= 0xC0)
+      n = 2;
     n = std::min(n, s.size() - i);
     const auto decoded = text::decode(s.substr(i, n));
     on_char(decoded.empty() ? char32_t{0xFFFD} : decoded[0], s.substr(i, n));
@@ -49,7 +52,8 @@ void scan(std::string_view s, P&& on_placeholder, C&& on_char) {
 
 class EnglishTokenizer : public Tokenizer {
  public:
-  EnglishTokenizer(bool lower, bool normalize) : lower_(lower || normalize), normalize_(normalize) {}
+  EnglishTokenizer(bool lower, bool normalize)
+      : lower_(lower || normalize), normalize_(normalize) {}
 
   std::vector<std::string> tokenize(std::string_view s) const override {
     std::vector<std::string> tokens;
@@ -59,7 +63,11 @@ class EnglishTokenizer : public Tokenizer {
       word.clear();
     };
     scan(
-        s, [&](std::string p) { flush(); tokens.push_back(std::move(p)); },
+        s,
+        [&](std::string p) {
+          flush();
+          tokens.push_back(std::move(p));
+        },
         [&](char32_t c, std::string_view bytes) {
           // Apostrophes inside a word stay (don't, it's); other punctuation splits.
           if (ascii_alnum(c) || (c >= 0x80 && !text::is_cjk(c) && !is_space(c)) ||
@@ -81,7 +89,8 @@ class EnglishTokenizer : public Tokenizer {
     std::string out;
     bool glue_next = false;
     for (const auto& t : tokens) {
-      const bool closing = t.size() == 1 && std::string_view(".,!?:;)]}%").find(t[0]) != std::string_view::npos;
+      const bool closing =
+          t.size() == 1 && std::string_view(".,!?:;)]}%").find(t[0]) != std::string_view::npos;
       if (!out.empty() && !closing && !glue_next) out.push_back(' ');
       out += t;
       glue_next = t.size() == 1 && std::string_view("([{").find(t[0]) != std::string_view::npos;
@@ -105,7 +114,11 @@ class ChineseTokenizer : public Tokenizer {
       word.clear();
     };
     scan(
-        s, [&](std::string p) { flush(); tokens.push_back(std::move(p)); },
+        s,
+        [&](std::string p) {
+          flush();
+          tokens.push_back(std::move(p));
+        },
         [&](char32_t c, std::string_view bytes) {
           if (ascii_alnum(c) || (c == '\'' && !word.empty())) {
             word.append(bytes);
@@ -124,7 +137,8 @@ class ChineseTokenizer : public Tokenizer {
     std::string out;
     bool prev_ascii_word = false;
     for (const auto& t : tokens) {
-      const bool ascii_word = !t.empty() && (std::isalnum(static_cast<unsigned char>(t[0])) || is_placeholder(t));
+      const bool ascii_word =
+          !t.empty() && (std::isalnum(static_cast<unsigned char>(t[0])) || is_placeholder(t));
       if (prev_ascii_word && ascii_word) out.push_back(' ');
       out += t;
       prev_ascii_word = ascii_word;
@@ -196,7 +210,8 @@ class SentencePieceTokenizer : public Tokenizer {
     size_t start = 0;
     while (true) {
       const auto end = reply.find(kSep, start);
-      pieces.push_back(reply.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      pieces.push_back(
+          reply.substr(start, end == std::string::npos ? std::string::npos : end - start));
       if (end == std::string::npos) return pieces;
       start = end + 1;
     }
@@ -223,7 +238,8 @@ class SentencePieceTokenizer : public Tokenizer {
       sent += static_cast<size_t>(n);
     }
     auto reply = read_line();
-    if (!reply.empty() && reply[0] == kFail) throw Error(path_ + ": SentencePiece: " + reply.substr(1));
+    if (!reply.empty() && reply[0] == kFail)
+      throw Error(path_ + ": SentencePiece: " + reply.substr(1));
     return reply;
   }
 

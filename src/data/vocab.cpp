@@ -75,7 +75,8 @@ Vocab Vocab::load(const std::string& path) {
       throw Error(path + ":" + std::to_string(n) + ": expected the special token " +
                   kSpecials[n - 1] + ", found '" + token + "'");
     if (token.empty()) throw Error(path + ":" + std::to_string(n) + ": empty token");
-    if (v.ids_.count(token)) throw Error(path + ":" + std::to_string(n) + ": duplicate token '" + token + "'");
+    if (v.ids_.count(token))
+      throw Error(path + ":" + std::to_string(n) + ": duplicate token '" + token + "'");
     v.add(token);
   }
   if (n < 4) throw Error(path + ": truncated vocabulary (" + std::to_string(n) + " lines)");

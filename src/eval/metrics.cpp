@@ -55,15 +55,30 @@ std::string post_tokenize(std::u32string s) {
   // Rule 2: period and comma unless preceded by a digit.
   padded = sub_pairs(
       padded, [&](char32_t a, char32_t b) { return !is_digit(a) && period_or_comma(b); },
-      [](std::u32string& o, char32_t a, char32_t b) { o += a; o += U' '; o += b; o += U' '; });
+      [](std::u32string& o, char32_t a, char32_t b) {
+        o += a;
+        o += U' ';
+        o += b;
+        o += U' ';
+      });
   // Rule 3: period and comma unless followed by a digit.
   padded = sub_pairs(
       padded, [&](char32_t a, char32_t b) { return period_or_comma(a) && !is_digit(b); },
-      [](std::u32string& o, char32_t a, char32_t b) { o += U' '; o += a; o += U' '; o += b; });
+      [](std::u32string& o, char32_t a, char32_t b) {
+        o += U' ';
+        o += a;
+        o += U' ';
+        o += b;
+      });
   // Rule 4: a dash after a digit.
   padded = sub_pairs(
       padded, [](char32_t a, char32_t b) { return is_digit(a) && b == U'-'; },
-      [](std::u32string& o, char32_t a, char32_t b) { o += a; o += U' '; o += b; o += U' '; });
+      [](std::u32string& o, char32_t a, char32_t b) {
+        o += a;
+        o += U' ';
+        o += b;
+        o += U' ';
+      });
   // Python's str.split(): any Unicode whitespace separates.
   std::string out;
   std::u32string word;
@@ -77,8 +92,10 @@ std::string post_tokenize(std::u32string s) {
     const bool space = c == U' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) ||
                        c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
                        c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-    if (space) flush();
-    else word += c;
+    if (space)
+      flush();
+    else
+      word += c;
   }
   flush();
   return out;
@@ -99,7 +116,9 @@ bool sacrebleu_chinese(char32_t c) {
 }
 
 std::u32string python_strip(std::u32string s) {
-  auto space = [](char32_t c) { return c == U' ' || (c >= 0x09 && c <= 0x0D) || c == 0x3000 || c == 0xA0; };
+  auto space = [](char32_t c) {
+    return c == U' ' || (c >= 0x09 && c <= 0x0D) || c == 0x3000 || c == 0xA0;
+  };
   while (!s.empty() && space(s.back())) s.pop_back();
   size_t i = 0;
   while (i < s.size() && space(s[i])) ++i;
@@ -158,10 +177,11 @@ std::string tokenize_for_bleu(const std::string& line, const std::string& tokeni
 
 std::string BleuScore::format() const {
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %ld ref_len = %ld)",
-                score, precisions[0], precisions[1], precisions[2], precisions[3], bp,
-                ref_len ? static_cast<double>(sys_len) / ref_len : 0.0, sys_len, ref_len);
+  std::snprintf(
+      buf, sizeof buf,
+      "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %ld ref_len = %ld)", score,
+      precisions[0], precisions[1], precisions[2], precisions[3], bp,
+      ref_len ? static_cast<double>(sys_len) / ref_len : 0.0, sys_len, ref_len);
   return buf;
 }
 
@@ -169,8 +189,9 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs, const BleuOptions& o) {
   for (const auto& stream : refs)
     if (stream.size() != hyps.size())
-      throw Error("BLEU: " + std::to_string(hyps.size()) + " hypotheses but a reference stream has " +
-                  std::to_string(stream.size()) + " lines");
+      throw Error("BLEU: " + std::to_string(hyps.size()) +
+                  " hypotheses but a reference stream has " + std::to_string(stream.size()) +
+                  " lines");
   BleuScore b;
   auto prepare = [&](const std::string& s) {
     std::string t(text::strip_eol(s));
@@ -217,9 +238,11 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
       b.precisions[n] = 100.0 * b.counts[n] / b.totals[n];
     }
   }
-  for (int n = 0; n < order; ++n) log_sum += b.precisions[n] > 0 ? std::log(b.precisions[n]) : -9999999999.0;
-  b.bp = b.sys_len < b.ref_len ? (b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / b.sys_len) : 0.0)
-                               : 1.0;
+  for (int n = 0; n < order; ++n)
+    log_sum += b.precisions[n] > 0 ? std::log(b.precisions[n]) : -9999999999.0;
+  b.bp = b.sys_len < b.ref_len
+             ? (b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / b.sys_len) : 0.0)
+             : 1.0;
   b.score = b.bp * std::exp(log_sum / order);
   return b;
 }

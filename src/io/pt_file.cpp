@@ -5,6 +5,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +14,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "attnkit/core/error.h"
 #include "unpickler.h"
@@ -78,13 +78,19 @@ PyRef load_object(const std::string& bytes, const std::string& name) {
 
 c10::IValue to_ivalue(const PyRef& o, const std::string& name) {
   switch (o->kind) {
-    case Kind::None: return c10::IValue();
-    case Kind::Bool: return c10::IValue(o->b);
-    case Kind::Int: return c10::IValue(o->i);
-    case Kind::Float: return c10::IValue(o->f);
+    case Kind::None:
+      return c10::IValue();
+    case Kind::Bool:
+      return c10::IValue(o->b);
+    case Kind::Int:
+      return c10::IValue(o->i);
+    case Kind::Float:
+      return c10::IValue(o->f);
     case Kind::Str:
-    case Kind::Bytes: return c10::IValue(o->s);
-    case Kind::Tensor: return c10::IValue(o->tensor);
+    case Kind::Bytes:
+      return c10::IValue(o->s);
+    case Kind::Tensor:
+      return c10::IValue(o->tensor);
     case Kind::Tuple: {
       std::vector<c10::IValue> items;
       for (const auto& item : o->items) items.push_back(to_ivalue(item, name));
@@ -97,7 +103,8 @@ c10::IValue to_ivalue(const PyRef& o, const std::string& name) {
     }
     case Kind::Dict: {
       c10::impl::GenericDict dict(c10::AnyType::get(), c10::AnyType::get());
-      for (const auto& [k, v] : o->dict) dict.insert_or_assign(to_ivalue(k, name), to_ivalue(v, name));
+      for (const auto& [k, v] : o->dict)
+        dict.insert_or_assign(to_ivalue(k, name), to_ivalue(v, name));
       return dict;
     }
     case Kind::Global:

@@ -28,7 +28,8 @@ std::string rename(const std::string& key, const LoadStateDictOptions& options) 
 
 TensorDict state_dict(const torch::nn::Module& module) {
   TensorDict out;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value());
   return out;
 }
@@ -58,7 +59,8 @@ void load_state_dict(torch::nn::Module& module, const TensorDict& state,
   }
   for (const auto& [name, tensor] : targets)
     if (!given.count(name))
-      problems.push_back("missing key '" + name + "' (the module expects shape " + shape(tensor) + ")");
+      problems.push_back("missing key '" + name + "' (the module expects shape " + shape(tensor) +
+                         ")");
 
   if (!problems.empty()) {
     std::string message = options.source + ": cannot load the state_dict:";

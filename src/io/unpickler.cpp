@@ -20,11 +20,16 @@ PyRef make(Kind kind) {
 
 const std::map<std::string, at::ScalarType>& storage_types() {
   static const std::map<std::string, at::ScalarType> types = {
-      {"torch.FloatStorage", at::kFloat},     {"torch.DoubleStorage", at::kDouble},
-      {"torch.HalfStorage", at::kHalf},       {"torch.BFloat16Storage", at::kBFloat16},
-      {"torch.LongStorage", at::kLong},       {"torch.IntStorage", at::kInt},
-      {"torch.ShortStorage", at::kShort},     {"torch.CharStorage", at::kChar},
-      {"torch.ByteStorage", at::kByte},       {"torch.BoolStorage", at::kBool},
+      {"torch.FloatStorage", at::kFloat},
+      {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},
+      {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},
+      {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},
+      {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},
+      {"torch.BoolStorage", at::kBool},
       {"torch.ComplexFloatStorage", at::kComplexFloat},
       {"torch.ComplexDoubleStorage", at::kComplexDouble}};
   return types;
@@ -45,8 +50,9 @@ class Unpickler {
       if (op == '.') break;  // STOP
       step(op);
     }
-    if (stack_.size() != 1) fail("the program ended with " + std::to_string(stack_.size()) +
-                                 " values on the stack instead of 1");
+    if (stack_.size() != 1)
+      fail("the program ended with " + std::to_string(stack_.size()) +
+           " values on the stack instead of 1");
     return stack_.back();
   }
 
@@ -133,8 +139,8 @@ class Unpickler {
   }
 
   Kind expect(const PyRef& o, Kind kind, const char* what) {
-    if (o->kind != kind) fail(std::string(what) + " should be " + kind_name(kind) + ", got " +
-                              kind_name(o->kind));
+    if (o->kind != kind)
+      fail(std::string(what) + " should be " + kind_name(kind) + ", got " + kind_name(o->kind));
     return kind;
   }
 
@@ -155,7 +161,8 @@ class Unpickler {
   }
 
   std::vector<int64_t> int_tuple(const PyRef& o, const char* what) {
-    if (o->kind != Kind::Tuple && o->kind != Kind::List) fail(std::string(what) + " is not a tuple");
+    if (o->kind != Kind::Tuple && o->kind != Kind::List)
+      fail(std::string(what) + " is not a tuple");
     std::vector<int64_t> v;
     for (const auto& item : o->items) {
       expect(item, Kind::Int, what);
@@ -178,10 +185,12 @@ class Unpickler {
     int64_t last = offset;
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (sizes[d] < 0 || strides[d] < 0) fail("negative size or stride");
-      if (sizes[d] == 0) empty = true;
+      if (sizes[d] == 0)
+        empty = true;
       else if (strides[d] > 0 && sizes[d] - 1 > (INT64_MAX - last) / strides[d])
         fail("size and stride overflow");
-      else last += (sizes[d] - 1) * strides[d];
+      else
+        last += (sizes[d] - 1) * strides[d];
     }
     if (offset < 0 || (!empty && last >= storage.numel()))
       fail("a tensor view reaches element " + std::to_string(last) + " of a storage of " +
@@ -213,7 +222,8 @@ class Unpickler {
       return args->items[0];
     }
     if (name == "torch.jit._pickle.build_intlist" || name == "torch.jit._pickle.build_floatlist" ||
-        name == "torch.jit._pickle.build_boollist" || name == "torch.jit._pickle.build_tensorlist") {
+        name == "torch.jit._pickle.build_boollist" ||
+        name == "torch.jit._pickle.build_tensorlist") {
       if (args->items.size() != 1) fail(name + " needs one argument");
       auto list = make(Kind::List);
       list->items = args->items[0]->items;
@@ -244,22 +254,43 @@ class Unpickler {
 
   void step(unsigned char op) {
     switch (op) {
-      case 0x80: u8(); break;  // PROTO
-      case 0x95: le(8); break;  // FRAME: a length hint only
-      case '(': marks_.push_back(stack_.size()); break;  // MARK
-      case '}': push(make(Kind::Dict)); break;   // EMPTY_DICT
-      case ']': push(make(Kind::List)); break;   // EMPTY_LIST
-      case ')': push(make(Kind::Tuple)); break;  // EMPTY_TUPLE
-      case 'N': push(make(Kind::None)); break;
-      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+      case 0x80:
+        u8();
+        break;  // PROTO
+      case 0x95:
+        le(8);
+        break;  // FRAME: a length hint only
+      case '(':
+        marks_.push_back(stack_.size());
+        break;  // MARK
+      case '}':
+        push(make(Kind::Dict));
+        break;  // EMPTY_DICT
+      case ']':
+        push(make(Kind::List));
+        break;  // EMPTY_LIST
+      case ')':
+        push(make(Kind::Tuple));
+        break;  // EMPTY_TUPLE
+      case 'N':
+        push(make(Kind::None));
+        break;
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         auto o = make(Kind::Bool);
         o->b = op == 0x88;
         push(o);
         break;
       }
-      case 'K': push(integer(le(1))); break;  // BININT1
-      case 'M': push(integer(le(2))); break;  // BININT2
-      case 'J': push(integer(static_cast<int32_t>(le(4)))); break;  // BININT
+      case 'K':
+        push(integer(le(1)));
+        break;  // BININT1
+      case 'M':
+        push(integer(le(2)));
+        break;  // BININT2
+      case 'J':
+        push(integer(static_cast<int32_t>(le(4))));
+        break;      // BININT
       case 0x8a: {  // LONG1
         const size_t n = u8();
         if (n > 8) fail("integer wider than 64 bits");
@@ -278,18 +309,42 @@ class Unpickler {
         push(o);
         break;
       }
-      case 'X': push(str(take(le(4)))); break;         // BINUNICODE
-      case 0x8c: push(str(take(u8()))); break;         // SHORT_BINUNICODE
-      case 0x8d: push(str(take(le(8)))); break;        // BINUNICODE8
-      case 'T': push(str(take(le(4)), Kind::Bytes)); break;   // BINSTRING
-      case 'U': push(str(take(u8()), Kind::Bytes)); break;    // SHORT_BINSTRING
-      case 'B': push(str(take(le(4)), Kind::Bytes)); break;   // BINBYTES
-      case 'C': push(str(take(u8()), Kind::Bytes)); break;    // SHORT_BINBYTES
-      case 'q': memo_put(u8()); break;       // BINPUT
-      case 'r': memo_put(le(4)); break;      // LONG_BINPUT
-      case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
-      case 'h': push(memo_get(u8())); break;     // BINGET
-      case 'j': push(memo_get(le(4))); break;    // LONG_BINGET
+      case 'X':
+        push(str(take(le(4))));
+        break;  // BINUNICODE
+      case 0x8c:
+        push(str(take(u8())));
+        break;  // SHORT_BINUNICODE
+      case 0x8d:
+        push(str(take(le(8))));
+        break;  // BINUNICODE8
+      case 'T':
+        push(str(take(le(4)), Kind::Bytes));
+        break;  // BINSTRING
+      case 'U':
+        push(str(take(u8()), Kind::Bytes));
+        break;  // SHORT_BINSTRING
+      case 'B':
+        push(str(take(le(4)), Kind::Bytes));
+        break;  // BINBYTES
+      case 'C':
+        push(str(take(u8()), Kind::Bytes));
+        break;  // SHORT_BINBYTES
+      case 'q':
+        memo_put(u8());
+        break;  // BINPUT
+      case 'r':
+        memo_put(le(4));
+        break;  // LONG_BINPUT
+      case 0x94:
+        memo_put(memo_.size());
+        break;  // MEMOIZE
+      case 'h':
+        push(memo_get(u8()));
+        break;  // BINGET
+      case 'j':
+        push(memo_get(le(4)));
+        break;     // LONG_BINGET
       case 'c': {  // GLOBAL
         auto module = line();
         auto name = line();
@@ -303,8 +358,12 @@ class Unpickler {
         push(str(module->s + "." + name->s, Kind::Global));
         break;
       }
-      case 't': push(tuple_of(pop_mark())); break;  // TUPLE
-      case 0x85: case 0x86: case 0x87: {            // TUPLE1..3
+      case 't':
+        push(tuple_of(pop_mark()));
+        break;  // TUPLE
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
         const size_t n = op - 0x84u;
         std::vector<PyRef> items(n);
         for (size_t i = n; i-- > 0;) items[i] = pop();
@@ -356,10 +415,18 @@ class Unpickler {
         if (k != Kind::Dict && k != Kind::Tensor) fail("BUILD on a " + kind_name(k));
         break;
       }
-      case 'Q': push(persistent_load(pop())); break;  // BINPERSID
-      case '0': pop(); break;                         // POP
-      case '1': pop_mark(); break;                    // POP_MARK
-      case '2': push(top()); break;                   // DUP
+      case 'Q':
+        push(persistent_load(pop()));
+        break;  // BINPERSID
+      case '0':
+        pop();
+        break;  // POP
+      case '1':
+        pop_mark();
+        break;  // POP_MARK
+      case '2':
+        push(top());
+        break;  // DUP
       default: {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
@@ -383,18 +450,30 @@ class Unpickler {
 
 std::string kind_name(Kind kind) {
   switch (kind) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::Tuple: return "tuple";
-    case Kind::List: return "list";
-    case Kind::Dict: return "dict";
-    case Kind::Global: return "a Python class or function";
-    case Kind::Storage: return "a storage";
-    case Kind::Tensor: return "tensor";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::List:
+      return "list";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Global:
+      return "a Python class or function";
+    case Kind::Storage:
+      return "a storage";
+    case Kind::Tensor:
+      return "tensor";
   }
   return "?";
 }

@@ -19,15 +19,28 @@ using PyRef = std::shared_ptr<PyObject>;
 // The Python values torch.save emits, and the intermediate objects (globals, storages) the
 // pickle program builds them from.
 struct PyObject {
-  enum class Kind { None, Bool, Int, Float, Str, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
+  enum class Kind {
+    None,
+    Bool,
+    Int,
+    Float,
+    Str,
+    Bytes,
+    Tuple,
+    List,
+    Dict,
+    Global,
+    Storage,
+    Tensor
+  };
   Kind kind = Kind::None;
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  std::string s;            // Str, Bytes; Global: "module.name"
-  std::vector<PyRef> items;  // Tuple, List
+  std::string s;                              // Str, Bytes; Global: "module.name"
+  std::vector<PyRef> items;                   // Tuple, List
   std::vector<std::pair<PyRef, PyRef>> dict;  // Dict, in insertion order
-  at::Tensor tensor;         // Storage (flat, 1-D) and Tensor
+  at::Tensor tensor;                          // Storage (flat, 1-D) and Tensor
 };
 
 std::string kind_name(PyObject::Kind kind);

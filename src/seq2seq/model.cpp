@@ -45,8 +45,8 @@ EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
   for (int64_t i = 0; i < o.self_attention_layers(); ++i) {
     self_attention->push_back(
         MultiheadAttention(MultiheadAttentionOptions(memory_size(o), o.self_attention_heads())));
-    self_attention_norm->push_back(torch::nn::LayerNorm(
-        torch::nn::LayerNormOptions({memory_size(o)})));
+    self_attention_norm->push_back(
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({memory_size(o)})));
   }
   register_module("self_attention", self_attention);
   register_module("self_attention_norm", self_attention_norm);
@@ -64,23 +64,26 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
       embedded, lengths.to(at::kCPU).to(at::kLong), /*batch_first=*/true, /*enforce_sorted=*/false);
   auto [packed_out, h_n] = gru->forward_with_packed_input(packed);
   auto memory = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
-      packed_out, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/len));  // [B, S, Hm]
+      packed_out, /*batch_first=*/true, /*padding_value=*/0.0,
+      /*total_length=*/len));  // [B, S, Hm]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
   auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
                     .permute({0, 2, 1, 3})
                     .reshape({layers, batch, memory_size(options)});  // [layers, B, Hm]
-  auto mask = padding_mask(lengths, len);                              // [B, 1, S]
+  auto mask = padding_mask(lengths, len);                             // [B, 1, S]
   for (size_t i = 0; i < self_attention->size(); ++i) {
-    auto attended = self_attention[i]->as<MultiheadAttention>()->forward(memory, memory, memory, mask);
-    memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(
-        memory + dropout(attended.output));
+    auto attended =
+        self_attention[i]->as<MultiheadAttention>()->forward(memory, memory, memory, mask);
+    memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(memory +
+                                                                         dropout(attended.output));
   }
   return {dropout(memory), mask, at::tanh(bridge(finals)), finals[layers - 1]};
 }
 
 DecoderState DecoderState::select(const at::Tensor& index) const {
-  return {hidden.index_select(1, index), feed.index_select(0, index), memory.index_select(0, index),
-          keys.index_select(0, index),   mask.index_select(0, index), summary.index_select(0, index)};
+  return {hidden.index_select(1, index), feed.index_select(0, index),
+          memory.index_select(0, index), keys.index_select(0, index),
+          mask.index_select(0, index),   summary.index_select(0, index)};
 }
 
 DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
@@ -96,14 +99,14 @@ DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
   register_module("embedding", embedding);
   register_module("gru", gru);
   if (o.attention()) {
-    attention = register_module(
-        "attention", Attention(AttentionOptions(o.hidden_size(), memory_size(o))
-                                   .score(o.score())
-                                   .weighting(o.weighting())
-                                   .hard_gradient(o.hard_gradient())
-                                   .temperature(o.temperature())
-                                   .window(o.window())
-                                   .hidden_size(o.hidden_size())));
+    attention =
+        register_module("attention", Attention(AttentionOptions(o.hidden_size(), memory_size(o))
+                                                   .score(o.score())
+                                                   .weighting(o.weighting())
+                                                   .hard_gradient(o.hard_gradient())
+                                                   .temperature(o.temperature())
+                                                   .window(o.window())
+                                                   .hidden_size(o.hidden_size())));
   }
   register_module("combine", combine);
   register_module("output", output);
@@ -113,7 +116,7 @@ DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
 DecoderState DecoderImpl::start(const EncoderOutput& e) {
   const int64_t batch = e.memory.size(0);
   DecoderState s;
-  s.hidden = e.state;                                                        // [L, B, H]
+  s.hidden = e.state;                                                         // [L, B, H]
   s.feed = at::zeros({batch, 1, options.hidden_size()}, e.memory.options());  // [B, 1, H]
   s.memory = e.memory;
   s.keys = attention ? attention->project_keys(e.memory) : e.memory;  // once per source

@@ -15,7 +15,8 @@ namespace {
 using data::Vocab;
 
 double normalise(double log_prob, size_t length, double alpha) {
-  return alpha == 0 ? log_prob : log_prob / std::pow(static_cast<double>(std::max<size_t>(length, 1)), alpha);
+  return alpha == 0 ? log_prob
+                    : log_prob / std::pow(static_cast<double>(std::max<size_t>(length, 1)), alpha);
 }
 
 std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions& o) {
@@ -91,7 +92,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   scores.select(1, 0).fill_(0);
   auto tokens = at::full({batch * k}, Vocab::kSos, at::kLong);
   std::vector<std::vector<std::vector<int64_t>>> seqs(batch, std::vector<std::vector<int64_t>>(k));
-  std::vector<std::vector<std::vector<at::Tensor>>> attns(batch, std::vector<std::vector<at::Tensor>>(k));
+  std::vector<std::vector<std::vector<at::Tensor>>> attns(batch,
+                                                          std::vector<std::vector<at::Tensor>>(k));
   std::vector<std::vector<Hypothesis>> finished(batch);
   std::vector<bool> done(batch, false);
   const double neg_inf = -std::numeric_limits<double>::infinity();
@@ -108,8 +110,10 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
 
     std::vector<int64_t> origin(batch * k, 0), next_token(batch * k, Vocab::kPad);
     auto new_scores = at::full({batch, k}, neg_inf, at::kDouble);
-    std::vector<std::vector<std::vector<int64_t>>> new_seqs(batch, std::vector<std::vector<int64_t>>(k));
-    std::vector<std::vector<std::vector<at::Tensor>>> new_attns(batch, std::vector<std::vector<at::Tensor>>(k));
+    std::vector<std::vector<std::vector<int64_t>>> new_seqs(batch,
+                                                            std::vector<std::vector<int64_t>>(k));
+    std::vector<std::vector<std::vector<at::Tensor>>> new_attns(
+        batch, std::vector<std::vector<at::Tensor>>(k));
     for (int64_t b = 0; b < batch; ++b) {
       if (done[b]) continue;
       int64_t live = 0;
@@ -155,7 +159,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {
     auto& f = finished[b];
-    std::stable_sort(f.begin(), f.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    std::stable_sort(f.begin(), f.end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
     if (static_cast<int64_t>(f.size()) > nbest) f.resize(nbest);
     results[b] = std::move(f);
   }

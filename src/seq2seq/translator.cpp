@@ -60,21 +60,22 @@ ModelConfig load_config(const std::string& dir) {
     ModelConfig c;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
-    c.model = Seq2SeqOptions(m.at("source_vocab").get<int64_t>(), m.at("target_vocab").get<int64_t>())
-                  .embed_size(m.at("embed_size").get<int64_t>())
-                  .hidden_size(m.at("hidden_size").get<int64_t>())
-                  .layers(m.at("layers").get<int64_t>())
-                  .bidirectional(m.at("bidirectional").get<bool>())
-                  .dropout(m.at("dropout").get<double>())
-                  .attention(m.at("attention").get<bool>())
-                  .score(parse_score_kind(m.at("score").get<std::string>()))
-                  .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
-                  .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
-                  .temperature(m.at("temperature").get<double>())
-                  .window(m.at("window").get<int64_t>())
-                  .input_feeding(m.at("input_feeding").get<bool>())
-                  .self_attention_layers(m.at("self_attention_layers").get<int64_t>())
-                  .self_attention_heads(m.at("self_attention_heads").get<int64_t>());
+    c.model =
+        Seq2SeqOptions(m.at("source_vocab").get<int64_t>(), m.at("target_vocab").get<int64_t>())
+            .embed_size(m.at("embed_size").get<int64_t>())
+            .hidden_size(m.at("hidden_size").get<int64_t>())
+            .layers(m.at("layers").get<int64_t>())
+            .bidirectional(m.at("bidirectional").get<bool>())
+            .dropout(m.at("dropout").get<double>())
+            .attention(m.at("attention").get<bool>())
+            .score(parse_score_kind(m.at("score").get<std::string>()))
+            .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
+            .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
+            .temperature(m.at("temperature").get<double>())
+            .window(m.at("window").get<int64_t>())
+            .input_feeding(m.at("input_feeding").get<bool>())
+            .self_attention_layers(m.at("self_attention_layers").get<int64_t>())
+            .self_attention_heads(m.at("self_attention_heads").get<int64_t>());
     return c;
   } catch (const json::exception& e) {
     throw Error(path + ": malformed config (" + e.what() + ")");
@@ -156,7 +157,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   // Similar lengths share a batch: less padding, fewer wasted steps.
   std::vector<size_t> order(sentences.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   batch_size = std::max<size_t>(1, batch_size);
   for (size_t start = 0; start < order.size(); start += batch_size) {
     std::vector<size_t> members;
@@ -186,8 +188,10 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
             if (placeholder) {
               bool any = false;
               for (int64_t s = 0; s < src_len; ++s) {
-                if (data::is_placeholder(src_tokens[s])) any = true;
-                else row[s] = -1;
+                if (data::is_placeholder(src_tokens[s]))
+                  any = true;
+                else
+                  row[s] = -1;
               }
               if (!any) row = at::Tensor();
             }

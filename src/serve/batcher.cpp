@@ -5,7 +5,10 @@
 namespace attnkit::serve {
 
 Batcher::Batcher(seq2seq::Translator& translator, size_t max_batch, double window_ms)
-    : translator_(translator), max_batch_(max_batch), window_ms_(window_ms), worker_([this] { loop(); }) {}
+    : translator_(translator),
+      max_batch_(max_batch),
+      window_ms_(window_ms),
+      worker_([this] { loop(); }) {}
 
 Batcher::~Batcher() {
   {

@@ -35,7 +35,8 @@ struct BadRequest {
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
   // Error messages may quote invalid UTF-8 from the request; replace it rather than throw.
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json; charset=utf-8");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json; charset=utf-8");
 }
 
 json parse_body(const httplib::Request& req) {
@@ -53,21 +54,25 @@ json matrix_json(const at::Tensor& t) {
   auto m = t.detach().to(at::kDouble).contiguous();
   for (int64_t i = 0; i < m.size(0); ++i) {
     std::vector<double> row;
-    for (int64_t j = 0; j < m.size(1); ++j) row.push_back(std::round(m[i][j].item<double>() * 1e4) / 1e4);
+    for (int64_t j = 0; j < m.size(1); ++j)
+      row.push_back(std::round(m[i][j].item<double>() * 1e4) / 1e4);
     rows.push_back(row);
   }
   return rows;
 }
 
 at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
-  if (!j.is_array() || j.empty()) throw BadRequest{400, std::string(name) + " must be a non-empty list of rows"};
+  if (!j.is_array() || j.empty())
+    throw BadRequest{400, std::string(name) + " must be a non-empty list of rows"};
   const size_t cols = j[0].is_array() ? j[0].size() : 0;
   if (cols == 0 || j.size() * cols > max_elements)
-    throw BadRequest{400, std::string(name) + " must be a matrix with 1 to " + std::to_string(max_elements) + " numbers"};
+    throw BadRequest{400, std::string(name) + " must be a matrix with 1 to " +
+                              std::to_string(max_elements) + " numbers"};
   std::vector<float> values;
   for (const auto& row : j) {
     if (!row.is_array() || row.size() != cols)
-      throw BadRequest{400, std::string(name) + ": every row needs " + std::to_string(cols) + " numbers"};
+      throw BadRequest{
+          400, std::string(name) + ": every row needs " + std::to_string(cols) + " numbers"};
     for (const auto& v : row) {
       if (!v.is_number()) throw BadRequest{400, std::string(name) + " must hold numbers only"};
       values.push_back(v.get<float>());
@@ -81,7 +86,8 @@ json attend(const json& body) {
   const std::string score = body.value("score", mechanism == "self" ? "scaled-dot" : "dot");
   if (mechanism != "soft" && mechanism != "hard" && mechanism != "self")
     throw BadRequest{400, "mechanism must be soft, hard or self"};
-  if (score != "dot" && score != "scaled-dot") throw BadRequest{400, "score must be dot or scaled-dot"};
+  if (score != "dot" && score != "scaled-dot")
+    throw BadRequest{400, "score must be dot or scaled-dot"};
   constexpr size_t kMax = 4096;
   at::Tensor q, k, v;
   if (mechanism == "self") {
@@ -92,17 +98,22 @@ json attend(const json& body) {
     v = body.contains("v") ? matrix_from(body["v"], "v", kMax) : k;
   }
   if (q.size(1) != k.size(1))
-    throw BadRequest{400, "q and k need the same number of columns (" + std::to_string(q.size(1)) + " vs " +
-                              std::to_string(k.size(1)) + ")"};
+    throw BadRequest{400, "q and k need the same number of columns (" + std::to_string(q.size(1)) +
+                              " vs " + std::to_string(k.size(1)) + ")"};
   if (k.size(0) != v.size(0))
-    throw BadRequest{400, "k and v need the same number of rows (" + std::to_string(k.size(0)) + " vs " +
-                              std::to_string(v.size(0)) + ")"};
+    throw BadRequest{400, "k and v need the same number of rows (" + std::to_string(k.size(0)) +
+                              " vs " + std::to_string(v.size(0)) + ")"};
   auto q3 = q.unsqueeze(0), k3 = k.unsqueeze(0), v3 = v.unsqueeze(0);
-  auto scores = score == "dot" ? functional::dot_score(q3, k3) : functional::scaled_dot_score(q3, k3);
-  auto weights = mechanism == "hard" ? functional::hard_weights(scores) : functional::soft_weights(scores);
+  auto scores =
+      score == "dot" ? functional::dot_score(q3, k3) : functional::scaled_dot_score(q3, k3);
+  auto weights =
+      mechanism == "hard" ? functional::hard_weights(scores) : functional::soft_weights(scores);
   auto output = functional::context(weights, v3);
-  return {{"mechanism", mechanism}, {"score", score}, {"scores", matrix_json(scores[0])},
-          {"weights", matrix_json(weights[0])}, {"output", matrix_json(output[0])}};
+  return {{"mechanism", mechanism},
+          {"score", score},
+          {"scores", matrix_json(scores[0])},
+          {"weights", matrix_json(weights[0])},
+          {"output", matrix_json(output[0])}};
 }
 
 }  // namespace
@@ -115,7 +126,9 @@ int run_server(const ServerOptions& o) {
     batcher = std::make_unique<Batcher>(*translator, o.max_batch, o.batch_window_ms);
   }
   httplib::Server server;
-  server.new_task_queue = [threads = o.threads] { return new httplib::ThreadPool(std::max(1, threads)); };
+  server.new_task_queue = [threads = o.threads] {
+    return new httplib::ThreadPool(std::max(1, threads));
+  };
   server.set_payload_max_length(o.max_body_bytes);
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
@@ -154,28 +167,34 @@ int run_server(const ServerOptions& o) {
     reply(res, 200, health);
   });
   server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
-    reply(res, 200, attend(parse_body(req)));
-  }));
-  server.Post("/api/translate", guarded([&](const httplib::Request& req, httplib::Response& res) {
-    if (!batcher) throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
-    const auto body = parse_body(req);
-    if (!body.contains("text") || !body["text"].is_string()) throw BadRequest{400, "'text' must be a string"};
-    const std::string text = body["text"];
-    if (text.size() > o.max_text_bytes)
-      throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
-                                std::to_string(o.max_text_bytes)};
-    if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
-    const int beam = body.value("beam", 5);
-    if (beam < 1 || beam > o.max_beam) throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
-    auto future = batcher->submit(text, beam);
-    if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) != std::future_status::ready)
-      throw BadRequest{503, "the translation took too long"};
-    const auto t = future.get();
-    reply(res, 200, {{"translation", t.text}, {"source_tokens", t.source_tokens},
-                     {"target_tokens", t.target_tokens},
-                     {"attention", t.attention.defined() ? matrix_json(t.attention) : json::array()},
-                     {"score", t.score}});
-  }));
+                reply(res, 200, attend(parse_body(req)));
+              }));
+  server.Post(
+      "/api/translate", guarded([&](const httplib::Request& req, httplib::Response& res) {
+        if (!batcher) throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
+        const auto body = parse_body(req);
+        if (!body.contains("text") || !body["text"].is_string())
+          throw BadRequest{400, "'text' must be a string"};
+        const std::string text = body["text"];
+        if (text.size() > o.max_text_bytes)
+          throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
+                                    std::to_string(o.max_text_bytes)};
+        if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
+        const int beam = body.value("beam", 5);
+        if (beam < 1 || beam > o.max_beam)
+          throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
+        auto future = batcher->submit(text, beam);
+        if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
+            std::future_status::ready)
+          throw BadRequest{503, "the translation took too long"};
+        const auto t = future.get();
+        reply(res, 200,
+              {{"translation", t.text},
+               {"source_tokens", t.source_tokens},
+               {"target_tokens", t.target_tokens},
+               {"attention", t.attention.defined() ? matrix_json(t.attention) : json::array()},
+               {"score", t.score}});
+      }));
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
   });

@@ -122,7 +122,8 @@ GradientReducer::GradientReducer(Distributed& distributed, std::vector<at::Tenso
   for (size_t b = 0; b < sizes_.size(); ++b)
     flats_.push_back(at::zeros({static_cast<int64_t>(sizes_[b])}, parameters_.front().options()));
   for (size_t k = 0; k < parameters_.size(); ++k)
-    hook_ids_.push_back(parameters_[k].register_hook([this, k](const at::Tensor& grad) { ready(k, grad); }));
+    hook_ids_.push_back(
+        parameters_[k].register_hook([this, k](const at::Tensor& grad) { ready(k, grad); }));
 }
 
 GradientReducer::~GradientReducer() {
@@ -158,8 +159,10 @@ void GradientReducer::finish() {
     auto& p = parameters_[k];
     const auto& s = slots_[k];
     auto summed = flats_[s.bucket].narrow(0, s.offset, p.numel()).view_as(p);
-    if (!p.grad().defined()) p.mutable_grad() = summed.clone();
-    else p.mutable_grad().copy_(summed);
+    if (!p.grad().defined())
+      p.mutable_grad() = summed.clone();
+    else
+      p.mutable_grad().copy_(summed);
   }
 }
 

@@ -211,7 +211,8 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
   TrainResult result;
   Progress progress(o.progress && main_rank);
   std::unique_ptr<GradientReducer> reducer;
-  if (dist) reducer = std::make_unique<GradientReducer>(*dist, model->parameters(), dist->bucket_bytes());
+  if (dist)
+    reducer = std::make_unique<GradientReducer>(*dist, model->parameters(), dist->bucket_bytes());
   const auto started = Clock::now();
   int64_t tokens_done = 0;
   model->train();

@@ -79,9 +79,11 @@ void finish(Surface& s) {
     cairo_surface_finish(s.surface);
     status = cairo_surface_status(s.surface);
   }
-  if (status != CAIRO_STATUS_SUCCESS || std::rename(s.tmp_path.c_str(), s.final_path.c_str()) != 0) {
+  if (status != CAIRO_STATUS_SUCCESS ||
+      std::rename(s.tmp_path.c_str(), s.final_path.c_str()) != 0) {
     std::remove(s.tmp_path.c_str());
-    throw Error(s.final_path + ": cannot write the picture (" + cairo_status_to_string(status) + ")");
+    throw Error(s.final_path + ": cannot write the picture (" + cairo_status_to_string(status) +
+                ")");
   }
 }
 
@@ -92,7 +94,8 @@ double text_width(cairo_t* cr, const std::string& text, double size) {
   return e.x_advance;
 }
 
-void text_at(cairo_t* cr, const std::string& text, double x, double y, double size, double align = 0) {
+void text_at(cairo_t* cr, const std::string& text, double x, double y, double size,
+             double align = 0) {
   cairo_set_font_size(cr, size);
   cairo_move_to(cr, x - align * text_width(cr, text, size), y);
   cairo_show_text(cr, text.c_str());
@@ -112,7 +115,8 @@ PanelGeometry measure(cairo_t* cr, const Heatmap& h) {
   double lw = 0, lh = 0;
   for (const auto& l : h.row_labels) lw = std::max(lw, text_width(cr, l, 13));
   for (const auto& l : h.col_labels) lh = std::max(lh, text_width(cr, l, 13));
-  const double cols = static_cast<double>(h.weights.size(1)), rows = static_cast<double>(h.weights.size(0));
+  const double cols = static_cast<double>(h.weights.size(1)),
+               rows = static_cast<double>(h.weights.size(0));
   const double width = lw + 8 + cols * kCell;
   const double height = kTitle + lh + 8 + rows * kCell;
   return {lw, lh, std::max(width, text_width(cr, h.title, 14) + 4), height};
@@ -186,7 +190,8 @@ void render_heatmaps(const std::vector<Heatmap>& panels, const std::string& path
     cairo_fill(s->cr);
   }
   cairo_set_source_rgb(s->cr, 0.1, 0.1, 0.1);
-  for (double v : {1.0, 0.5, 0.0}) text_at(s->cr, fmt(v, "%.1f"), x + kBar + 4, grid_top + (1 - v) * bar_h + 4, 11);
+  for (double v : {1.0, 0.5, 0.0})
+    text_at(s->cr, fmt(v, "%.1f"), x + kBar + 4, grid_top + (1 - v) * bar_h + 4, 11);
   finish(*s);
 }
 
@@ -195,10 +200,12 @@ std::string heatmap_json(const Heatmap& h) {
   auto w = h.weights.detach().to(at::kDouble).contiguous();
   for (int64_t i = 0; i < w.size(0); ++i) {
     std::vector<double> row;
-    for (int64_t j = 0; j < w.size(1); ++j) row.push_back(std::round(w[i][j].item<double>() * 1e4) / 1e4);
+    for (int64_t j = 0; j < w.size(1); ++j)
+      row.push_back(std::round(w[i][j].item<double>() * 1e4) / 1e4);
     rows.push_back(row);
   }
-  return nlohmann::json{{"title", h.title}, {"rows", h.row_labels}, {"cols", h.col_labels}, {"weights", rows}}
+  return nlohmann::json{
+      {"title", h.title}, {"rows", h.row_labels}, {"cols", h.col_labels}, {"weights", rows}}
       .dump(1);
 }
 
@@ -207,17 +214,25 @@ void render_charts(const std::vector<Chart>& charts, const std::string& path) {
   const double cw = 420, ch = 300, left = 56, bottom = 44, top = 34, right = 16;
   auto s = open_surface(path, charts.size() * cw, ch);
   cairo_t* cr = s->cr;
-  static const Rgb colours[] = {{0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16}};
+  static const Rgb colours[] = {
+      {0.12, 0.47, 0.71}, {1.0, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16}};
   for (size_t c = 0; c < charts.size(); ++c) {
     const auto& chart = charts[c];
     const double x0 = c * cw + left, x1 = (c + 1) * cw - right, y0 = top, y1 = ch - bottom;
     double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
     for (const auto& sr : chart.series)
       for (const auto& [x, y] : sr.points) {
-        xmin = std::min(xmin, x); xmax = std::max(xmax, x);
-        ymin = std::min(ymin, y); ymax = std::max(ymax, y);
+        xmin = std::min(xmin, x);
+        xmax = std::max(xmax, x);
+        ymin = std::min(ymin, y);
+        ymax = std::max(ymax, y);
       }
-    if (xmin > xmax) { xmin = 0; xmax = 1; ymin = 0; ymax = 1; }
+    if (xmin > xmax) {
+      xmin = 0;
+      xmax = 1;
+      ymin = 0;
+      ymax = 1;
+    }
     if (xmax == xmin) xmax = xmin + 1;
     if (ymax == ymin) ymax = ymin + 1;
     const double pad = 0.05 * (ymax - ymin);
@@ -243,7 +258,10 @@ void render_charts(const std::vector<Chart>& charts, const std::string& path) {
       cairo_set_line_width(cr, 2);
       for (size_t i = 0; i < sr.points.size(); ++i) {
         const double X = px(sr.points[i].first), Y = py(sr.points[i].second);
-        if (i == 0) cairo_move_to(cr, X, Y); else cairo_line_to(cr, X, Y);
+        if (i == 0)
+          cairo_move_to(cr, X, Y);
+        else
+          cairo_line_to(cr, X, Y);
       }
       cairo_stroke(cr);
       for (const auto& [x, y] : sr.points) {

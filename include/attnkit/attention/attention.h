@@ -26,10 +26,10 @@ struct AttentionOptions {
 };
 
 struct AttentionOutput {
-  at::Tensor output;   // [B, Tq, Dv] (the context C)
-  at::Tensor weights;  // [B, Tq, Tk]
-  at::Tensor log_prob; // [B, Tq]: REINFORCE sampling only (training, HardGradient::Reinforce)
-  at::Tensor entropy;  // [B, Tq]: idem
+  at::Tensor output;    // [B, Tq, Dv] (the context C)
+  at::Tensor weights;   // [B, Tq, Tk]
+  at::Tensor log_prob;  // [B, Tq]: REINFORCE sampling only (training, HardGradient::Reinforce)
+  at::Tensor entropy;   // [B, Tq]: idem
 };
 
 // Any score with any weighting: weights = weighting(score(Q, K), mask); C = weights V.
@@ -42,8 +42,8 @@ class AttentionImpl : public torch::nn::Module {
                           const at::Tensor& mask = {});
   // The decoder-step path: keys come from project_keys(), computed once per source.
   at::Tensor project_keys(const at::Tensor& k);
-  AttentionOutput attend(const at::Tensor& q, const at::Tensor& projected_keys,
-                         const at::Tensor& v, const at::Tensor& mask = {});
+  AttentionOutput attend(const at::Tensor& q, const at::Tensor& projected_keys, const at::Tensor& v,
+                         const at::Tensor& mask = {});
 
   AttentionOptions options;
   Score score{nullptr};

@@ -34,7 +34,8 @@ struct AttentionCombineOptions {
 class AttentionCombineImpl : public torch::nn::Module {
  public:
   explicit AttentionCombineImpl(AttentionCombineOptions options);
-  // q [B, Tq, Dq], k [B, Tk, Dk], v [B, Tk, Dv] -> output [B, Tq, output_size], weights [B, Tq, Tk].
+  // q [B, Tq, Dq], k [B, Tk, Dk], v [B, Tk, Dv] -> output [B, Tq, output_size], weights [B, Tq,
+  // Tk].
   AttentionOutput forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& mask = {});
 

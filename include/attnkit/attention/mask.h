@@ -16,7 +16,8 @@ at::Tensor from_key_padding_mask(const at::Tensor& key_padding_mask);
 // [1, Tq, Tk]: query i sees keys j <= i (top-left aligned, as torch.tril(ones(Tq, Tk))).
 at::Tensor causal_mask(int64_t tq, int64_t tk, const at::TensorOptions& options = {});
 
-// Validates a mask against [B, Tq, Tk] and returns it as bool, 3-D. An undefined mask stays undefined.
+// Validates a mask against [B, Tq, Tk] and returns it as bool, 3-D. An undefined mask stays
+// undefined.
 at::Tensor check_mask(const at::Tensor& mask, int64_t batch, int64_t tq, int64_t tk,
                       const char* where);
 

@@ -33,7 +33,8 @@ enum class HardGradient {
 std::string to_string(ScoreKind k);
 std::string to_string(WeightingKind k);
 std::string to_string(HardGradient k);
-// Parse the names printed by to_string(); an unknown name throws attnkit::Error listing the valid ones.
+// Parse the names printed by to_string(); an unknown name throws attnkit::Error listing the valid
+// ones.
 ScoreKind parse_score_kind(const std::string& name);
 WeightingKind parse_weighting_kind(const std::string& name);
 HardGradient parse_hard_gradient(const std::string& name);

@@ -7,9 +7,9 @@ namespace attnkit {
 
 // Which BLAS implementation actually serves sgemm_ in this process.
 struct BlasInfo {
-  std::string library;      // resolved path of the shared object that provides sgemm_
-  std::string name;         // "OpenBLAS", "reference BLAS", "BLIS", "MKL" or "unknown"
-  std::string detail;       // e.g. OpenBLAS's build config and core name
+  std::string library;  // resolved path of the shared object that provides sgemm_
+  std::string name;     // "OpenBLAS", "reference BLAS", "BLIS", "MKL" or "unknown"
+  std::string detail;   // e.g. OpenBLAS's build config and core name
   bool is_reference = false;
 };
 
@@ -21,7 +21,7 @@ struct RuntimeInfo {
   int inter_op_threads = 0;
   unsigned hardware_threads = 0;
   std::string cpu_model;
-  std::string torch_cpu_capability;      // the kernel level ATen dispatches to, e.g. "AVX2"
+  std::string torch_cpu_capability;       // the kernel level ATen dispatches to, e.g. "AVX2"
   std::vector<std::string> cpu_features;  // the SIMD features this CPU reports
 };
 

@@ -18,10 +18,10 @@ struct Pair {
 
 // What a reader met: every malformed line is reported as "file:line: problem".
 struct ReadReport {
-  size_t lines = 0;    // lines read, blank ones included
-  size_t pairs = 0;    // pairs kept
-  size_t blank = 0;    // empty lines, skipped silently
-  size_t skipped = 0;  // malformed lines, skipped
+  size_t lines = 0;                   // lines read, blank ones included
+  size_t pairs = 0;                   // pairs kept
+  size_t blank = 0;                   // empty lines, skipped silently
+  size_t skipped = 0;                 // malformed lines, skipped
   std::vector<std::string> problems;  // the first few, for the user
   static constexpr size_t kMaxProblems = 20;
   void problem(const std::string& where, const std::string& what);

@@ -10,7 +10,7 @@
 namespace attnkit::data {
 
 struct CatalogEntry {
-  std::string context;   // msgctxt, empty when none
+  std::string context;  // msgctxt, empty when none
   std::string msgid;
   std::string msgid_plural;
   std::vector<std::string> msgstr;  // one per plural form
@@ -35,10 +35,12 @@ struct GettextReport {
 // through untranslated) entries are skipped;
 // a pair whose placeholders (%s, %1$d, {name}) differ between the sides is skipped; mnemonic
 // markers (_File / "文件(_F)") are removed from both sides. All skips are counted.
-std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, GettextReport& report);
+std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries,
+                                     GettextReport& report);
 
 // Every <root>/<lang>/LC_MESSAGES/*.mo and every *.po under <root> whose name or folder names
 // `lang`, for each root, in sorted order (deterministic).
-std::vector<std::string> find_catalogs(const std::string& lang, const std::vector<std::string>& roots);
+std::vector<std::string> find_catalogs(const std::string& lang,
+                                       const std::vector<std::string>& roots);
 
 }  // namespace attnkit::data

@@ -12,14 +12,13 @@
 namespace attnkit::data {
 
 struct SyntheticExample {
-  Pair pair;                    // space-separated symbols
-  eval::Alignment alignment;    // (source position, target position), one link per target token
+  Pair pair;                  // space-separated symbols
+  eval::Alignment alignment;  // (source position, target position), one link per target token
 };
 
 // task: "copy", "reverse" or "permute" (swap each adjacent pair of positions).
-std::vector<SyntheticExample> synthetic_task(const std::string& task, size_t count,
-                                             size_t min_len, size_t max_len, size_t symbols,
-                                             uint64_t seed);
+std::vector<SyntheticExample> synthetic_task(const std::string& task, size_t count, size_t min_len,
+                                             size_t max_len, size_t symbols, uint64_t seed);
 
 // "0-0 1-2 ..." (source-target), the Pharaoh format the gold alignment column uses.
 std::string format_alignment(const eval::Alignment& a);

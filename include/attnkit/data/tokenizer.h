@@ -34,7 +34,8 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
 
 // "en", "en-lower", "en-norm", "zh", or "spm:<model file>" (a relative file is looked up in
 // base_dir). Throws attnkit::Error on an unknown spec.
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec, const std::string& base_dir = "");
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec,
+                                          const std::string& base_dir = "");
 
 // Trains a SentencePiece (unigram) model on `sentences`, single-threaded so the same input gives
 // the same model; writes <prefix>.model and .vocab. Common placeholders stay single pieces.

@@ -52,6 +52,7 @@ double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::
 // Alignment links are (source position, target position).
 using Alignment = std::set<std::pair<int, int>>;
 // Och & Ney's AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|), with sure links S ⊆ possible links P.
-double alignment_error_rate(const Alignment& predicted, const Alignment& sure, const Alignment& possible);
+double alignment_error_rate(const Alignment& predicted, const Alignment& sure,
+                            const Alignment& possible);
 
 }  // namespace attnkit::eval

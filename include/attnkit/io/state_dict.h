@@ -11,7 +11,8 @@
 namespace attnkit::io {
 
 struct LoadStateDictOptions {
-  // Prefix renames applied to the file's keys before matching, e.g. {"qk_linear.", "attention.score.linear."}.
+  // Prefix renames applied to the file's keys before matching, e.g. {"qk_linear.",
+  // "attention.score.linear."}.
   std::vector<std::pair<std::string, std::string>> renames;
   // Reject keys the module does not have.
   bool strict = true;

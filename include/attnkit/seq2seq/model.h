@@ -41,10 +41,10 @@ struct Seq2SeqOptions {
 };
 
 struct EncoderOutput {
-  at::Tensor memory;  // [B, S, Hm], Hm = hidden * directions
-  at::Tensor mask;    // [B, 1, S], true on real tokens
-  at::Tensor state;   // [layers, B, H]: the decoder's initial state
-  at::Tensor summary; // [B, Hm]: final states of both directions (the fixed context C)
+  at::Tensor memory;   // [B, S, Hm], Hm = hidden * directions
+  at::Tensor mask;     // [B, 1, S], true on real tokens
+  at::Tensor state;    // [layers, B, H]: the decoder's initial state
+  at::Tensor summary;  // [B, Hm]: final states of both directions (the fixed context C)
 };
 
 class EncoderImpl : public torch::nn::Module {
@@ -66,12 +66,12 @@ TORCH_MODULE(Encoder);
 // Everything a decoder step needs about the source and the steps so far; search strategies
 // reorder it with select() as beams move.
 struct DecoderState {
-  at::Tensor hidden;  // [layers, N, H]
-  at::Tensor feed;    // [N, 1, H]: the previous attentional vector (input feeding)
-  at::Tensor memory;  // [N, S, Hm]
-  at::Tensor keys;    // [N, S, *]: memory projected once by the attention score
-  at::Tensor mask;    // [N, 1, S]
-  at::Tensor summary; // [N, Hm]
+  at::Tensor hidden;   // [layers, N, H]
+  at::Tensor feed;     // [N, 1, H]: the previous attentional vector (input feeding)
+  at::Tensor memory;   // [N, S, Hm]
+  at::Tensor keys;     // [N, S, *]: memory projected once by the attention score
+  at::Tensor mask;     // [N, 1, S]
+  at::Tensor summary;  // [N, Hm]
   DecoderState select(const at::Tensor& index) const;  // rows `index` of every field
 };
 

@@ -34,6 +34,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
                                                  const SearchOptions& options);
 // Dispatches on options.beam_size.
 std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
-                                            const at::Tensor& lengths, const SearchOptions& options);
+                                            const at::Tensor& lengths,
+                                            const SearchOptions& options);
 
 }  // namespace attnkit::seq2seq

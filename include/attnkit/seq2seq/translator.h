@@ -37,7 +37,7 @@ struct Translation {
   std::string text;
   std::vector<std::string> source_tokens, target_tokens;
   double score = 0;
-  at::Tensor attention;  // [target tokens (+ <eos>), source tokens]
+  at::Tensor attention;                               // [target tokens (+ <eos>), source tokens]
   std::vector<std::pair<std::string, double>> nbest;  // best first, including the first
 };
 

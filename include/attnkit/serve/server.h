@@ -8,15 +8,15 @@
 namespace attnkit::serve {
 
 struct ServerOptions {
-  std::string model_dir;        // empty: the playground only
+  std::string model_dir;  // empty: the playground only
   std::string host = "127.0.0.1";
-  int port = 8080;              // 0: any free port (printed)
-  int threads = 4;              // HTTP worker threads
+  int port = 8080;                // 0: any free port (printed)
+  int threads = 4;                // HTTP worker threads
   size_t max_text_bytes = 2000;   // longest sentence accepted
   size_t max_body_bytes = 65536;  // largest request body
   int max_beam = 10;
-  size_t max_batch = 32;        // sentences per decoder call
-  double batch_window_ms = 5;   // how long the batcher waits for company
+  size_t max_batch = 32;       // sentences per decoder call
+  double batch_window_ms = 5;  // how long the batcher waits for company
   double request_timeout_s = 30;
 };
 

@@ -61,7 +61,8 @@ class Distributed {
 // issues the same collectives in the same sequence.
 class GradientReducer {
  public:
-  GradientReducer(Distributed& distributed, std::vector<at::Tensor> parameters, size_t bucket_bytes);
+  GradientReducer(Distributed& distributed, std::vector<at::Tensor> parameters,
+                  size_t bucket_bytes);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
