@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ccache pkg-config
   libtorch-dev            # LibTorch 1.13 (find_package(Torch))
   libopenblas0-pthread    # fast BLAS; the reference BLAS makes matmul ~30x slower
+  libblas-dev             # the sgemm_ the fused kernels link against
   libgtest-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libsentencepiece-dev    # subword tokenizer

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+// Fused scaled-dot attention for CPU: softmax(Q Kᵀ · scale, mask) V computed block by block
+// with an online softmax (flash-attention style), so the [Tq, Tk] score matrix is never stored:
+// memory stays O(T·d) for the forward pass and for the backward pass, which recomputes the
+// scores from Q, K and the saved log-sum-exp. Blocks are multiplied by the BLAS's sgemm; the
+// exponentials are vectorised with AVX2/FMA where the CPU has them. Threads go over the batch
+// dimension (batch × heads). functional::scaled_dot_product_attention stays the reference path.
+namespace attnkit::kernels {
+
+// q [N, Tq, d], k [N, Tk, d], v [N, Tk, dv], float32; mask (optional) bool, broadcastable to
+// [N, Tq, Tk], true = attend. Returns the output [N, Tq, dv]; differentiable in q, k and v.
+// A row with no key to attend to gets a zero output and zero gradients, never NaN.
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& mask = {}, double scale = -1);
+
+// Whether the vectorised exponential is used (AVX2 and FMA present).
+bool fused_attention_vectorised();
+
+}  // namespace attnkit::kernels

@@ -1,0 +1,256 @@
+#include "attnkit/kernels/fused_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+
+namespace attnkit::kernels {
+namespace {
+
+constexpr int kBlockQ = 128, kBlockK = 256;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Row-major C[M, N] = alpha op(A) op(B) + beta C, through the column-major sgemm_:
+// a row-major matrix is its transpose in column-major order, so C^T = op(B)^T op(A)^T.
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+// exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below
+// -87.3 (including -inf) give exactly 0.
+__attribute__((target("avx2,fma"))) __m256 exp256(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
+}
+
+// p[j] = exp(s[j] - m) for j < n; returns the sum.
+__attribute__((target("avx2,fma"))) float exp_shift_avx2(const float* s, float* p, int n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(p + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+  for (; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
+  return sum;
+}
+
+float exp_shift(const float* s, float* p, int n, float m) {
+  if (have_avx2()) return exp_shift_avx2(s, p, n, m);
+  float sum = 0;
+  for (int j = 0; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
+  return sum;
+}
+
+// The mask as a strided view over [N, Tq, Tk] (broadcast dimensions have stride 0).
+struct MaskView {
+  const bool* data = nullptr;
+  int64_t sn = 0, sq = 0, sk = 1;
+  bool keep(int64_t n, int64_t i, int64_t j) const { return !data || data[n * sn + i * sq + j * sk]; }
+};
+
+MaskView mask_view(const at::Tensor& mask, int64_t n, int64_t tq, int64_t tk) {
+  MaskView v;
+  if (!mask.defined()) return v;
+  auto m = mask.expand({n, tq, tk});
+  v.data = m.data_ptr<bool>();
+  v.sn = m.stride(0);
+  v.sq = m.stride(1);
+  v.sk = m.stride(2);
+  return v;
+}
+
+// S[bq, bk] = scale Q_blk K_blkᵀ with masked scores at -inf.
+void block_scores(const float* q, const float* k, int bq, int bk, int d, float scale, float* s,
+                  const MaskView& mask, int64_t n, int64_t i0, int64_t j0) {
+  gemm(false, true, bq, bk, d, scale, q, d, k, d, 0.f, s, bk);
+  if (!mask.data) return;
+  for (int i = 0; i < bq; ++i)
+    for (int j = 0; j < bk; ++j)
+      if (!mask.keep(n, i0 + i, j0 + j)) s[i * bk + j] = kNegInf;
+}
+
+void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const MaskView& mask,
+                    float scale, at::Tensor& out, at::Tensor& lse) {
+  const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
+  const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
+  const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
+  float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>();
+  const int64_t q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
+  at::parallel_for(0, N * q_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> s(kBlockQ * kBlockK), p(kBlockQ * kBlockK), acc(kBlockQ * dv), m(kBlockQ), l(kBlockQ);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kBlockQ;
+      const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
+      const float* q_blk = Q + (n * Tq + i0) * d;
+      std::fill(m.begin(), m.end(), kNegInf);
+      std::fill(l.begin(), l.end(), 0.f);
+      std::fill(acc.begin(), acc.begin() + bq * dv, 0.f);
+      for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
+        const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
+        block_scores(q_blk, K + (n * Tk + j0) * d, bq, bk, d, scale, s.data(), mask, n, i0, j0);
+        for (int i = 0; i < bq; ++i) {
+          const float* row = s.data() + i * bk;
+          const float m_new = std::max(m[i], *std::max_element(row, row + bk));
+          float* prow = p.data() + i * bk;
+          if (m_new == kNegInf) {  // nothing to attend to yet
+            std::fill(prow, prow + bk, 0.f);
+            continue;
+          }
+          const float correction = m[i] == kNegInf ? 0.f : std::exp(m[i] - m_new);
+          l[i] = l[i] * correction + exp_shift(row, prow, bk, m_new);
+          if (correction != 1.f)
+            for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
+          m[i] = m_new;
+        }
+        gemm(false, false, bq, dv, bk, 1.f, p.data(), bk, V + (n * Tk + j0) * dv, dv, 1.f, acc.data(), dv);
+      }
+      for (int i = 0; i < bq; ++i) {
+        float* o = O + (n * Tq + i0 + i) * dv;
+        const float inv = l[i] > 0 ? 1.f / l[i] : 0.f;
+        for (int c = 0; c < dv; ++c) o[c] = acc[i * dv + c] * inv;
+        L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log(l[i]) : kNegInf;
+      }
+    }
+  });
+}
+
+void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const MaskView& mask,
+                     float scale, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& grad_out,
+                     at::Tensor& dq, at::Tensor& dk, at::Tensor& dv_t) {
+  const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
+  const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
+  const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
+  const float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>(), *dO = grad_out.data_ptr<float>();
+  float *dQ = dq.data_ptr<float>(), *dK = dk.data_ptr<float>(), *dV = dv_t.data_ptr<float>();
+  // One thread per (batch x head) row: each owns its dK and dV, so no two threads write one block.
+  at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), D(Tq);
+    for (int64_t n = begin; n < end; ++n) {
+      for (int64_t i = 0; i < Tq; ++i) {  // D_i = dO_i · O_i
+        float acc = 0;
+        for (int c = 0; c < dv; ++c) acc += dO[(n * Tq + i) * dv + c] * O[(n * Tq + i) * dv + c];
+        D[i] = acc;
+      }
+      for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
+        const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
+        const float* k_blk = K + (n * Tk + j0) * d;
+        const float* v_blk = V + (n * Tk + j0) * dv;
+        for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
+          const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
+          const float* q_blk = Q + (n * Tq + i0) * d;
+          const float* do_blk = dO + (n * Tq + i0) * dv;
+          block_scores(q_blk, k_blk, bq, bk, d, scale, s.data(), mask, n, i0, j0);
+          for (int i = 0; i < bq; ++i) {  // P = exp(S - lse), in place
+            const float lse_i = L[n * Tq + i0 + i];
+            float* row = s.data() + i * bk;
+            if (lse_i == kNegInf) std::fill(row, row + bk, 0.f);
+            else exp_shift(row, row, bk, lse_i);
+          }
+          // dV += Pᵀ dO ; dP = dO Vᵀ
+          gemm(true, false, bk, dv, bq, 1.f, s.data(), bk, do_blk, dv, 1.f, dV + (n * Tk + j0) * dv, dv);
+          gemm(false, true, bq, bk, dv, 1.f, do_blk, dv, v_blk, dv, 0.f, dp.data(), bk);
+          for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
+            for (int j = 0; j < bk; ++j) dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
+          // dQ += scale dS K ; dK += scale dSᵀ Q
+          gemm(false, false, bq, d, bk, scale, dp.data(), bk, k_blk, d, 1.f, dQ + (n * Tq + i0) * d, d);
+          gemm(true, false, bk, d, bq, scale, dp.data(), bk, q_blk, d, 1.f, dK + (n * Tk + j0) * d, d);
+        }
+      }
+    }
+  });
+}
+
+class FusedAttention : public torch::autograd::Function<FusedAttention> {
+ public:
+  // The mask travels as an optional (an undefined tensor cannot be an autograd input).
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, c10::optional<at::Tensor> maybe_mask, double scale) {
+    const at::Tensor mask = maybe_mask.value_or(at::Tensor());
+    auto out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
+    auto lse = at::empty({q.size(0), q.size(1)}, q.options());
+    forward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)), static_cast<float>(scale), out, lse);
+    ctx->save_for_backward({q, k, v, out, lse});
+    if (mask.defined()) ctx->saved_data["mask"] = mask;
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto& q = saved[0];
+    const auto& k = saved[1];
+    const auto& v = saved[2];
+    const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+    const double scale = ctx->saved_data["scale"].toDouble();
+    auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+    backward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)), static_cast<float>(scale),
+                    saved[3], saved[4], grads[0].contiguous(), dq, dk, dv);
+    return {dq, dk, dv, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_attention_vectorised() { return have_avx2(); }
+
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& mask, double scale) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: Q ", q.sizes(), ", K ",
+              k.sizes(), " and V ", v.sizes(), " must be [N, T, d] (fold batch and heads into N)");
+  TORCH_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(2) == k.size(2) &&
+                  k.size(1) == v.size(1),
+              "fused_attention: Q ", q.sizes(), ", K ", k.sizes(), " and V ", v.sizes(),
+              " disagree (need Q [N, Tq, d], K [N, Tk, d], V [N, Tk, dv])");
+  TORCH_CHECK(q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat,
+              "fused_attention: float32 only (use functional::scaled_dot_product_attention otherwise)");
+  at::Tensor m;
+  if (mask.defined()) {
+    TORCH_CHECK(mask.dim() == 3, "fused_attention: the mask must be 3-D, got ", mask.sizes());
+    m = mask.to(at::kBool).contiguous();
+    m.expand({q.size(0), q.size(1), k.size(1)});  // validates the broadcast
+  }
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  c10::optional<at::Tensor> maybe_mask;
+  if (m.defined()) maybe_mask = m;
+  return FusedAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), maybe_mask, s);
+}
+
+}  // namespace attnkit::kernels

@@ -1,0 +1,82 @@
+// The fused (flash-style) attention kernel against the composite reference path:
+// values, gradients (the composite's are checked by finite differences in test_gradcheck),
+// masks, and rows with nothing to attend to.
+
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "attnkit/attention/functional.h"
+#include "attnkit/attention/mask.h"
+#include "attnkit/kernels/fused_attention.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using testing::close;
+
+struct Shape {
+  int64_t n, tq, tk, d, dv;
+  bool masked;
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.n << "x" << s.tq << "x" << s.tk << " d" << s.d << " dv" << s.dv << (s.masked ? " masked" : "");
+}
+
+class FusedAttention : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
+  const auto s = GetParam();
+  at::manual_seed(11);
+  auto q = at::randn({s.n, s.tq, s.d}), k = at::randn({s.n, s.tk, s.d}), v = at::randn({s.n, s.tk, s.dv});
+  at::Tensor mask;
+  if (s.masked) {
+    auto lengths = at::randint(1, s.tk + 1, {s.n});
+    lengths[0] = s.tk;
+    mask = padding_mask(lengths, s.tk);  // [N, 1, Tk]
+    if (s.tq == s.tk) mask = mask.logical_and(causal_mask(s.tq, s.tk));
+  }
+  auto r = at::randn({s.n, s.tq, s.dv});
+  auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(), fv = v.clone().requires_grad_();
+  auto fused = kernels::fused_attention(fq, fk, fv, mask);
+  (fused * r).sum().backward();
+  // The reference, in double.
+  auto dq = q.to(at::kDouble).requires_grad_(), dk = k.to(at::kDouble).requires_grad_(),
+       dv = v.to(at::kDouble).requires_grad_();
+  auto [reference, weights] = functional::scaled_dot_product_attention(dq, dk, dv, mask);
+  (reference * r.to(at::kDouble)).sum().backward();
+  EXPECT_TRUE(close(fused, reference, 2e-5, 1e-4)) << "output";
+  EXPECT_TRUE(close(fq.grad(), dq.grad(), 5e-5, 1e-3)) << "grad q";
+  EXPECT_TRUE(close(fk.grad(), dk.grad(), 5e-5, 1e-3)) << "grad k";
+  EXPECT_TRUE(close(fv.grad(), dv.grad(), 5e-5, 1e-3)) << "grad v";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention,
+                         ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{3, 70, 150, 16, 8, false},
+                                           Shape{3, 70, 150, 16, 8, true}, Shape{2, 130, 130, 32, 32, true},
+                                           Shape{1, 1, 300, 64, 64, true}, Shape{2, 300, 600, 16, 24, true},
+                                           Shape{2, 257, 257, 8, 8, true}));
+
+TEST(FusedAttentionMasks, FullyMaskedRowsGiveZerosNotNaN) {
+  auto q = at::randn({2, 3, 8}).requires_grad_(), k = at::randn({2, 5, 8}).requires_grad_(),
+       v = at::randn({2, 5, 4}).requires_grad_();
+  auto mask = padding_mask(at::tensor({5, 0}), 5);  // the second sequence has no keys
+  auto out = kernels::fused_attention(q, k, v, mask);
+  EXPECT_TRUE(at::isfinite(out).all().item<bool>());
+  EXPECT_TRUE((out[1] == 0).all().item<bool>());
+  out.sum().backward();
+  for (const auto& t : {q, k, v}) EXPECT_TRUE(at::isfinite(t.grad()).all().item<bool>());
+  EXPECT_TRUE((v.grad()[1] == 0).all().item<bool>());
+}
+
+TEST(FusedAttentionMasks, BadShapesAreNamed) {
+  try {
+    kernels::fused_attention(at::randn({2, 3, 8}), at::randn({2, 5, 7}), at::randn({2, 5, 4}));
+    FAIL();
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("[2, 5, 7]"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
