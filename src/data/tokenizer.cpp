@@ -50,6 +50,17 @@ void scan(std::string_view s, P&& on_placeholder, C&& on_char) {
   }
 }
 
+// The PyTorch tutorial's unicodeToAscii (NFD, drop combining marks) for the Latin letters
+// U+00C0..U+017F: the base letter, or '.' where there is none.
+constexpr char kLatinBase[] =
+    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY..aaaaaa.ceeeeiiii.nooooo..uuuuy.yAaAaAaCcCcCcCcDd..EeEeEeEeEeGgGgGgGgHh..IiIiIiIiI...JjKk.LlLlLl....NnNnNn...OoOoOo..RrRrRrSsSsSsSsTtTt..UuUuUuUuUuUuWwYyYZzZzZz.";
+
+char32_t strip_accent(char32_t c) {
+  if (c < 0xC0 || c > 0x17F) return c;
+  const char base = kLatinBase[c - 0xC0];
+  return base == '.' ? c : static_cast<char32_t>(base);
+}
+
 class EnglishTokenizer : public Tokenizer {
  public:
   EnglishTokenizer(bool lower, bool normalize)
@@ -69,10 +80,12 @@ class EnglishTokenizer : public Tokenizer {
           tokens.push_back(std::move(p));
         },
         [&](char32_t c, std::string_view bytes) {
+          if (normalize_) c = strip_accent(c);
           // Apostrophes inside a word stay (don't, it's); other punctuation splits.
           if (ascii_alnum(c) || (c >= 0x80 && !text::is_cjk(c) && !is_space(c)) ||
               (c == '\'' && !word.empty())) {
-            word.append(bytes);
+            if (normalize_ && c < 0x80) word.push_back(static_cast<char>(c));
+            else word.append(bytes);
           } else if (is_space(c)) {
             flush();
           } else {

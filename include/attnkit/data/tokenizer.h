@@ -24,8 +24,8 @@ class Tokenizer {
 };
 
 // Words and punctuation. With `lower`, ASCII letters are lowercased; with `normalize`, the
-// PyTorch tutorial's normalisation: lowercase and keep only letters, digits, placeholders
-// and . ! ? (other punctuation is dropped).
+// PyTorch tutorial's normalisation: accents stripped from Latin letters (é -> e), lowercase,
+// and only letters, digits, placeholders and . ! ? kept (other punctuation is dropped).
 std::unique_ptr<Tokenizer> make_english_tokenizer(bool lower, bool normalize);
 // Chinese by character; runs of ASCII letters and digits stay whole words.
 std::unique_ptr<Tokenizer> make_chinese_tokenizer();
