@@ -26,10 +26,10 @@ struct AttentionOptions {
 };
 
 struct AttentionOutput {
-  at::Tensor output;    // [B, Tq, Dv] (the context C)
-  at::Tensor weights;   // [B, Tq, Tk]
-  at::Tensor log_prob;  // [B, Tq]: REINFORCE sampling only (training, HardGradient::Reinforce)
-  at::Tensor entropy;   // [B, Tq]: idem
+  at::Tensor output{};    // [B, Tq, Dv] (the context C)
+  at::Tensor weights{};   // [B, Tq, Tk]
+  at::Tensor log_prob{};  // [B, Tq]: REINFORCE sampling only (training, HardGradient::Reinforce)
+  at::Tensor entropy{};   // [B, Tq]: idem
 };
 
 // Any score with any weighting: weights = weighting(score(Q, K), mask); C = weights V.
