@@ -29,19 +29,6 @@ struct TranslateArgs {
   std::string attention_out;
 };
 
-nlohmann::json matrix(const at::Tensor& t) {
-  nlohmann::json rows = nlohmann::json::array();
-  if (!t.defined()) return rows;
-  auto m = t.to(at::kFloat).contiguous();
-  for (int64_t i = 0; i < m.size(0); ++i) {
-    std::vector<double> row;
-    for (int64_t j = 0; j < m.size(1); ++j)
-      row.push_back(std::round(m[i][j].item<float>() * 1e4) / 1e4);
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
@@ -113,7 +100,7 @@ int run(const TranslateArgs& a) {
                         {"source_tokens", r.source_tokens},
                         {"target_tokens", r.target_tokens},
                         {"score", r.score},
-                        {"attention", matrix(r.attention)}};
+                        {"attention", viz::rounded_rows(r.attention)}};
     nlohmann::json nbest = nlohmann::json::array();
     for (const auto& [text, score] : r.nbest)
       nbest.push_back({{"translation", text}, {"score", score}});

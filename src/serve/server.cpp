@@ -13,6 +13,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/version.h"
+#include "attnkit/viz/plot.h"
 #include "batcher.h"
 #include "web_assets.h"
 
@@ -47,18 +48,6 @@ json parse_body(const httplib::Request& req) {
   } catch (const json::parse_error& e) {
     throw BadRequest{400, std::string("invalid JSON: ") + e.what()};
   }
-}
-
-json matrix_json(const at::Tensor& t) {
-  json rows = json::array();
-  auto m = t.detach().to(at::kDouble).contiguous();
-  for (int64_t i = 0; i < m.size(0); ++i) {
-    std::vector<double> row;
-    for (int64_t j = 0; j < m.size(1); ++j)
-      row.push_back(std::round(m[i][j].item<double>() * 1e4) / 1e4);
-    rows.push_back(row);
-  }
-  return rows;
 }
 
 at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
@@ -111,9 +100,9 @@ json attend(const json& body) {
   auto output = functional::context(weights, v3);
   return {{"mechanism", mechanism},
           {"score", score},
-          {"scores", matrix_json(scores[0])},
-          {"weights", matrix_json(weights[0])},
-          {"output", matrix_json(output[0])}};
+          {"scores", viz::rounded_rows(scores[0])},
+          {"weights", viz::rounded_rows(weights[0])},
+          {"output", viz::rounded_rows(output[0])}};
 }
 
 }  // namespace
@@ -169,32 +158,33 @@ int run_server(const ServerOptions& o) {
   server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
                 reply(res, 200, attend(parse_body(req)));
               }));
-  server.Post(
-      "/api/translate", guarded([&](const httplib::Request& req, httplib::Response& res) {
-        if (!batcher) throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
-        const auto body = parse_body(req);
-        if (!body.contains("text") || !body["text"].is_string())
-          throw BadRequest{400, "'text' must be a string"};
-        const std::string text = body["text"];
-        if (text.size() > o.max_text_bytes)
-          throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
-                                    std::to_string(o.max_text_bytes)};
-        if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
-        const int beam = body.value("beam", 5);
-        if (beam < 1 || beam > o.max_beam)
-          throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
-        auto future = batcher->submit(text, beam);
-        if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
-            std::future_status::ready)
-          throw BadRequest{503, "the translation took too long"};
-        const auto t = future.get();
-        reply(res, 200,
-              {{"translation", t.text},
-               {"source_tokens", t.source_tokens},
-               {"target_tokens", t.target_tokens},
-               {"attention", t.attention.defined() ? matrix_json(t.attention) : json::array()},
-               {"score", t.score}});
-      }));
+  server.Post("/api/translate", guarded([&](const httplib::Request& req, httplib::Response& res) {
+                if (!batcher)
+                  throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
+                const auto body = parse_body(req);
+                if (!body.contains("text") || !body["text"].is_string())
+                  throw BadRequest{400, "'text' must be a string"};
+                const std::string text = body["text"];
+                if (text.size() > o.max_text_bytes)
+                  throw BadRequest{413, "text is " + std::to_string(text.size()) +
+                                            " bytes; the limit is " +
+                                            std::to_string(o.max_text_bytes)};
+                if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
+                const int beam = body.value("beam", 5);
+                if (beam < 1 || beam > o.max_beam)
+                  throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
+                auto future = batcher->submit(text, beam);
+                if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
+                    std::future_status::ready)
+                  throw BadRequest{503, "the translation took too long"};
+                const auto t = future.get();
+                reply(res, 200,
+                      {{"translation", t.text},
+                       {"source_tokens", t.source_tokens},
+                       {"target_tokens", t.target_tokens},
+                       {"attention", viz::rounded_rows(t.attention)},
+                       {"score", t.score}});
+              }));
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
   });

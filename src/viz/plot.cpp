@@ -195,17 +195,24 @@ void render_heatmaps(const std::vector<Heatmap>& panels, const std::string& path
   finish(*s);
 }
 
-std::string heatmap_json(const Heatmap& h) {
-  nlohmann::json rows = nlohmann::json::array();
-  auto w = h.weights.detach().to(at::kDouble).contiguous();
-  for (int64_t i = 0; i < w.size(0); ++i) {
+std::vector<std::vector<double>> rounded_rows(const at::Tensor& matrix) {
+  std::vector<std::vector<double>> rows;
+  if (!matrix.defined()) return rows;
+  auto m = matrix.detach().to(at::kDouble).contiguous();
+  for (int64_t i = 0; i < m.size(0); ++i) {
     std::vector<double> row;
-    for (int64_t j = 0; j < w.size(1); ++j)
-      row.push_back(std::round(w[i][j].item<double>() * 1e4) / 1e4);
-    rows.push_back(row);
+    for (int64_t j = 0; j < m.size(1); ++j)
+      row.push_back(std::round(m[i][j].item<double>() * 1e4) / 1e4);
+    rows.push_back(std::move(row));
   }
-  return nlohmann::json{
-      {"title", h.title}, {"rows", h.row_labels}, {"cols", h.col_labels}, {"weights", rows}}
+  return rows;
+}
+
+std::string heatmap_json(const Heatmap& h) {
+  return nlohmann::json{{"title", h.title},
+                        {"rows", h.row_labels},
+                        {"cols", h.col_labels},
+                        {"weights", rounded_rows(h.weights)}}
       .dump(1);
 }
 

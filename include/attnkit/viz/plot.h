@@ -25,6 +25,9 @@ void render_heatmaps(const std::vector<Heatmap>& panels, const std::string& path
 // {"title", "rows": [...], "cols": [...], "weights": [[...]]}
 std::string heatmap_json(const Heatmap& h);
 
+// A 2-D tensor as rows of numbers rounded to 4 decimals (for JSON output).
+std::vector<std::vector<double>> rounded_rows(const at::Tensor& matrix);
+
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y)
