@@ -113,6 +113,17 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     EXPECT_EQ(greedy[i][0].tokens, beam[i][0].tokens) << "sentence " << i;
     EXPECT_NEAR(greedy[i][0].score, beam[i][0].score, 1e-6);
   }
+  // Sentences leave the batch as they finish: a batch gives what each sentence gives alone.
+  seq2seq::SearchOptions three;
+  three.beam_size = 3;
+  auto together = seq2seq::beam_search(model, source, lengths, three);
+  auto greedy_together = seq2seq::greedy_search(model, source, lengths, one);
+  for (size_t i = 0; i < ids.size(); i += 7) {
+    auto [alone_src, alone_len] = seq2seq::pad_batch({ids[i]});
+    EXPECT_EQ(seq2seq::beam_search(model, alone_src, alone_len, three)[0][0].tokens, together[i][0].tokens);
+    EXPECT_EQ(seq2seq::greedy_search(model, alone_src, alone_len, one)[0][0].tokens,
+              greedy_together[i][0].tokens);
+  }
   // n-best lists: distinct hypotheses, best first.
   seq2seq::SearchOptions wide;
   wide.beam_size = 4;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "attnkit/data/vocab.h"
 
@@ -42,26 +43,30 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<Hypothesis> hyps(batch);
   std::vector<std::vector<at::Tensor>> attention(batch);
-  std::vector<bool> done(batch, false);
-  int64_t remaining = batch;
-  for (int64_t t = 0; t < limit && remaining > 0; ++t) {
+  std::vector<int64_t> active(batch);  // sentences still decoding, one row each
+  std::iota(active.begin(), active.end(), 0);
+  for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     auto out = model->decoder->step(tokens, state);
-    auto log_probs = at::log_softmax(out.logits, -1);  // [B, V]
-    auto [best, index] = log_probs.max(-1);
-    auto best_cpu = best.to(at::kDouble), index_cpu = index.to(at::kLong);
-    for (int64_t b = 0; b < batch; ++b) {
-      if (done[b]) continue;
-      const int64_t token = index_cpu[b].item<int64_t>();
-      hyps[b].log_prob += best_cpu[b].item<double>();
-      attention[b].push_back(out.attention[b]);
+    auto [best, index] = at::log_softmax(out.logits, -1).max(-1);  // [A]
+    std::vector<int64_t> keep_rows, still_active;
+    for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
+      const int64_t b = active[a], token = index[a].item<int64_t>();
+      hyps[b].log_prob += best[a].item<double>();
+      attention[b].push_back(out.attention[a]);
       if (token == Vocab::kEos || t + 1 >= limits[b]) {
         if (token != Vocab::kEos) hyps[b].tokens.push_back(token);
-        done[b] = true;
-        --remaining;
-      } else {
-        hyps[b].tokens.push_back(token);
+        continue;  // finished: its row leaves the batch
       }
+      hyps[b].tokens.push_back(token);
+      keep_rows.push_back(a);
+      still_active.push_back(b);
     }
+    if (still_active.size() != active.size() && !still_active.empty()) {
+      auto rows = at::tensor(keep_rows, at::kLong);
+      state = state.select(rows);
+      index = index.index_select(0, rows);
+    }
+    active = std::move(still_active);
     tokens = index;
   }
   std::vector<std::vector<Hypothesis>> results(batch);
@@ -87,46 +92,47 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   // pick the same token k times.
   auto encoded = model->encoder->forward(source, lengths);
   auto state = model->decoder->start(encoded).select(
-      at::arange(batch, at::kLong).repeat_interleave(k));  // N = B * k rows
-  auto scores = at::full({batch, k}, -std::numeric_limits<double>::infinity(), at::kDouble);
+      at::arange(batch, at::kLong).repeat_interleave(k));  // [A * k] rows, A = active sentences
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  auto scores = at::full({batch, k}, neg_inf, at::kDouble);  // [A, k]
   scores.select(1, 0).fill_(0);
   auto tokens = at::full({batch * k}, Vocab::kSos, at::kLong);
-  std::vector<std::vector<std::vector<int64_t>>> seqs(batch, std::vector<std::vector<int64_t>>(k));
-  std::vector<std::vector<std::vector<at::Tensor>>> attns(batch,
-                                                          std::vector<std::vector<at::Tensor>>(k));
+  std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
+  std::iota(active.begin(), active.end(), 0);
+  using Beams = std::vector<std::vector<int64_t>>;
+  using Attentions = std::vector<std::vector<at::Tensor>>;
+  std::vector<Beams> seqs(batch, Beams(k));
+  std::vector<Attentions> attns(batch, Attentions(k));
   std::vector<std::vector<Hypothesis>> finished(batch);
-  std::vector<bool> done(batch, false);
-  const double neg_inf = -std::numeric_limits<double>::infinity();
 
-  for (int64_t t = 0; t < limit; ++t) {
+  for (int64_t t = 0; t < limit && !active.empty(); ++t) {
+    const int64_t rows = static_cast<int64_t>(active.size());
     auto out = model->decoder->step(tokens, state);
     const int64_t vocab = out.logits.size(-1);
-    auto log_probs = at::log_softmax(out.logits, -1).to(at::kDouble).view({batch, k, vocab});
-    auto total = (scores.unsqueeze(-1) + log_probs).view({batch, k * vocab});
+    auto log_probs = at::log_softmax(out.logits, -1).to(at::kDouble).view({rows, k, vocab});
+    auto total = (scores.unsqueeze(-1) + log_probs).view({rows, k * vocab});
     // 2k candidates: enough to keep k live beams after up to k of them finish.
     auto [top_scores, top_index] = total.topk(std::min(2 * k, k * vocab), -1);
-    auto top_scores_cpu = top_scores.contiguous(), top_index_cpu = top_index.contiguous();
-    auto attention_cpu = out.attention.view({batch, k, -1});
+    auto attention = out.attention.view({rows, k, -1});
 
-    std::vector<int64_t> origin(batch * k, 0), next_token(batch * k, Vocab::kPad);
-    auto new_scores = at::full({batch, k}, neg_inf, at::kDouble);
-    std::vector<std::vector<std::vector<int64_t>>> new_seqs(batch,
-                                                            std::vector<std::vector<int64_t>>(k));
-    std::vector<std::vector<std::vector<at::Tensor>>> new_attns(
-        batch, std::vector<std::vector<at::Tensor>>(k));
-    for (int64_t b = 0; b < batch; ++b) {
-      if (done[b]) continue;
+    std::vector<int64_t> still_active, origin, next_token;
+    std::vector<double> next_scores;
+    for (int64_t a = 0; a < rows; ++a) {
+      const int64_t b = active[a];
+      Beams new_seqs(k);
+      Attentions new_attns(k);
       int64_t live = 0;
-      for (int64_t c = 0; c < top_index_cpu.size(1) && live < k; ++c) {
-        const double score = top_scores_cpu[b][c].item<double>();
+      std::vector<int64_t> my_origin, my_tokens;
+      std::vector<double> my_scores;
+      for (int64_t c = 0; c < top_index.size(1) && live < k; ++c) {
+        const double score = top_scores[a][c].item<double>();
         if (score == neg_inf) break;
-        const int64_t flat = top_index_cpu[b][c].item<int64_t>();
+        const int64_t flat = top_index[a][c].item<int64_t>();
         const int64_t beam = flat / vocab, token = flat % vocab;
         auto seq = seqs[b][beam];
         auto att = attns[b][beam];
-        att.push_back(attention_cpu[b][beam]);
-        const bool at_limit = t + 1 >= limits[b];
-        if (token == Vocab::kEos || at_limit) {
+        att.push_back(attention[a][beam]);
+        if (token == Vocab::kEos || t + 1 >= limits[b]) {
           if (token != Vocab::kEos) seq.push_back(token);
           Hypothesis h;
           h.tokens = std::move(seq);
@@ -137,24 +143,33 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
           continue;
         }
         seq.push_back(token);
-        origin[b * k + live] = b * k + beam;
-        next_token[b * k + live] = token;
-        new_scores[b][live] = score;
-        new_seqs[b][live] = std::move(seq);
-        new_attns[b][live] = std::move(att);
+        my_origin.push_back(a * k + beam);
+        my_tokens.push_back(token);
+        my_scores.push_back(score);
+        new_seqs[live] = std::move(seq);
+        new_attns[live] = std::move(att);
         ++live;
       }
-      // Done when k hypotheses have finished and none still live can beat the best of them
-      // (log-probabilities only fall, so a live beam's normalised score is bounded by now).
-      if (static_cast<int64_t>(finished[b].size()) >= k || live == 0) done[b] = true;
+      // A sentence with k finished hypotheses (or none left to extend) leaves the batch, so
+      // later steps compute only the sentences still searching.
+      if (static_cast<int64_t>(finished[b].size()) >= k || live == 0) continue;
+      for (; live < k; ++live) {  // pad to k rows with dead beams
+        my_origin.push_back(a * k);
+        my_tokens.push_back(Vocab::kPad);
+        my_scores.push_back(neg_inf);
+      }
+      still_active.push_back(b);
+      origin.insert(origin.end(), my_origin.begin(), my_origin.end());
+      next_token.insert(next_token.end(), my_tokens.begin(), my_tokens.end());
+      next_scores.insert(next_scores.end(), my_scores.begin(), my_scores.end());
+      seqs[b] = std::move(new_seqs);
+      attns[b] = std::move(new_attns);
     }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    scores = new_scores;
-    seqs = std::move(new_seqs);
-    attns = std::move(new_attns);
-    auto index = at::tensor(origin, at::kLong);
-    state = state.select(index);
+    active = std::move(still_active);
+    if (active.empty()) break;
+    state = state.select(at::tensor(origin, at::kLong));
     tokens = at::tensor(next_token, at::kLong);
+    scores = at::tensor(next_scores, at::kDouble).view({static_cast<int64_t>(active.size()), k});
   }
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {
