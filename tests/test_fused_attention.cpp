@@ -7,6 +7,7 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/additive_score.h"
 #include "attnkit/kernels/fused_attention.h"
 #include "testing.h"
 
@@ -75,6 +76,36 @@ TEST(FusedAttentionMasks, BadShapesAreNamed) {
     FAIL();
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what_without_backtrace()).find("[2, 5, 7]"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+// The fused additive score against the composite functional path: values and gradients.
+TEST(FusedAdditiveScore, MatchesTheCompositePath) {
+  for (bool learned_v : {false, true}) {
+    at::manual_seed(5);
+    const int64_t n = 3, tq = 4, tk = 7, h = 21;  // h not a multiple of 8: the scalar tail runs
+    auto q = at::randn({n, tq, h}), k = at::randn({n, tk, h}), v = at::randn({h});
+    auto r = at::randn({n, tq, tk});
+    auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(), fv = v.clone().requires_grad_();
+    auto fused = kernels::fused_additive_score(fq, fk, learned_v ? fv : at::Tensor());
+    (fused * r).sum().backward();
+    auto dq = q.to(at::kDouble).requires_grad_(), dk = k.to(at::kDouble).requires_grad_(),
+         dv = v.to(at::kDouble).requires_grad_();
+    // additive_score_projected(q, keys, weight, v) computes W_q q itself; an identity W_q makes
+    // its query half exactly q.
+    auto eye = at::eye(h, at::kDouble);
+    auto reference = functional::additive_score_projected(dq, dk, eye, learned_v ? dv : at::Tensor());
+    (reference * r.to(at::kDouble)).sum().backward();
+    EXPECT_TRUE(close(fused, reference, 1e-5, 1e-5)) << "scores";
+    EXPECT_TRUE(close(fq.grad(), dq.grad(), 1e-5, 1e-4)) << "grad q";
+    EXPECT_TRUE(close(fk.grad(), dk.grad(), 1e-5, 1e-4)) << "grad k";
+    if (learned_v) EXPECT_TRUE(close(fv.grad(), dv.grad(), 1e-4, 1e-4)) << "grad v";
   }
 }
 

@@ -4,6 +4,7 @@
 #include <torch/nn/options/linear.h>
 
 #include "attnkit/attention/functional.h"
+#include "attnkit/kernels/additive_score.h"
 
 namespace attnkit {
 namespace {
@@ -84,9 +85,14 @@ at::Tensor ScoreImpl::score_projected(const at::Tensor& q, const at::Tensor& key
     case ScoreKind::Concat:
       return functional::concat_score_projected(q, keys, linear->weight);
     case ScoreKind::Additive:
-      return functional::additive_score_projected(q, keys, linear->weight);
-    case ScoreKind::Bahdanau:
-      return functional::additive_score_projected(q, keys, linear->weight, v->weight);
+    case ScoreKind::Bahdanau: {
+      const at::Tensor v_weight = options.kind() == ScoreKind::Bahdanau ? v->weight : at::Tensor();
+      if (options.fused() && q.scalar_type() == at::kFloat && keys.scalar_type() == at::kFloat) {
+        auto qh = at::matmul(q, linear->weight.narrow(1, 0, q.size(-1)).t());  // [B, Tq, H]
+        return kernels::fused_additive_score(qh, keys, v_weight);             // [B, Tq, Tk]
+      }
+      return functional::additive_score_projected(q, keys, linear->weight, v_weight);
+    }
     case ScoreKind::General:
     case ScoreKind::Dot:
       return at::matmul(q, keys.transpose(1, 2));  // [B, Tq, Tk]

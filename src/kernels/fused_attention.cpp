@@ -1,5 +1,7 @@
 #include "attnkit/kernels/fused_attention.h"
 
+#include "simd.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -28,51 +30,23 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
   sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
 
-bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-
-// exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below
-// -87.3 (including -inf) give exactly 0.
-__attribute__((target("avx2,fma"))) __m256 exp256(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
-  fx = _mm256_floor_ps(fx);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
-}
-
 // p[j] = exp(s[j] - m) for j < n; returns the sum.
 __attribute__((target("avx2,fma"))) float exp_shift_avx2(const float* s, float* p, int n, float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    const __m256 e = simd::exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
     _mm256_storeu_ps(p + j, e);
     acc = _mm256_add_ps(acc, e);
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  float sum = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+  float sum = simd::hsum(acc);
   for (; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
   return sum;
 }
 
 float exp_shift(const float* s, float* p, int n, float m) {
-  if (have_avx2()) return exp_shift_avx2(s, p, n, m);
+  if (simd::have_avx2()) return exp_shift_avx2(s, p, n, m);
   float sum = 0;
   for (int j = 0; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
   return sum;
@@ -229,7 +203,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 
 }  // namespace
 
-bool fused_attention_vectorised() { return have_avx2(); }
+bool fused_attention_vectorised() { return simd::have_avx2(); }
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, double scale) {

@@ -17,6 +17,9 @@ struct ScoreOptions {
   // Width H of the additive scores' hidden layer; 0 means key_size.
   TORCH_ARG(int64_t, hidden_size) = 0;
   TORCH_ARG(bool, bias) = true;
+  // Additive scores in float32 use the fused kernel (kernels/additive_score.h); false selects
+  // the composite reference path.
+  TORCH_ARG(bool, fused) = true;
 };
 
 // Scores a query against every key. Parameters, by kind (names as a PyTorch module would have):

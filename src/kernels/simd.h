@@ -1,0 +1,105 @@
+#pragma once
+
+// Private to src/kernels: the vectorised elementwise pieces (AVX2 + FMA), with scalar fallbacks
+// chosen at run time.
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace attnkit::kernels::simd {
+
+inline bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+// exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below -87.3
+// (including -inf) give exactly 0.
+__attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i n =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
+}
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1), exact at the saturated ends and without cancellation near 0
+// beyond float precision.
+__attribute__((target("avx2,fma"))) inline __m256 tanh256(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-9.f)), _mm256_set1_ps(9.f));
+  const __m256 e = exp256(_mm256_add_ps(x, x));
+  return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.f), _mm256_add_ps(e, one)));
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// sum_h v[h] tanh(a[h] + b[h])
+__attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, const float* b, const float* v,
+                                                               int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + i),
+                          tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))), acc);
+  float sum = hsum(acc);
+  for (; i < n; ++i) sum += v[i] * std::tanh(a[i] + b[i]);
+  return sum;
+}
+
+// With t = tanh(a + b): da += g v (1 - t^2), db += the same, dv += g t.
+inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da, float* db,
+                          float* dv, int64_t n);
+
+__attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* a, const float* b, const float* v,
+                                                                   float g, float* da, float* db, float* dv,
+                                                                   int64_t n) {
+  const __m256 vg = _mm256_set1_ps(g), one = _mm256_set1_ps(1.f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 t = tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    const __m256 d = _mm256_mul_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(v + i)), _mm256_fnmadd_ps(t, t, one));
+    _mm256_storeu_ps(da + i, _mm256_add_ps(_mm256_loadu_ps(da + i), d));
+    _mm256_storeu_ps(db + i, _mm256_add_ps(_mm256_loadu_ps(db + i), d));
+    _mm256_storeu_ps(dv + i, _mm256_fmadd_ps(vg, t, _mm256_loadu_ps(dv + i)));
+  }
+  for (; i < n; ++i) {
+    const float t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
+    da[i] += d;
+    db[i] += d;
+    dv[i] += g * t;
+  }
+}
+
+inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da, float* db,
+                          float* dv, int64_t n) {
+  if (have_avx2()) return tanh_backward_avx2(a, b, v, g, da, db, dv, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
+    da[i] += d;
+    db[i] += d;
+    dv[i] += g * t;
+  }
+}
+
+}  // namespace attnkit::kernels::simd
