@@ -215,8 +215,31 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
     reducer = std::make_unique<GradientReducer>(*dist, model->parameters(), dist->bucket_bytes());
   const auto started = Clock::now();
   int64_t tokens_done = 0;
+  // Validation loss, and BLEU of greedy translations of the first valid sentences.
+  auto validate = [&]() -> std::pair<double, double> {
+    const double valid_loss = validation_loss(model, data.valid, o.batch_size);
+    double bleu = -1;
+    if (!data.valid_sources.empty()) {
+      const size_t n = std::min(o.valid_bleu_sentences, data.valid_sources.size());
+      std::vector<std::string> sources(data.valid_sources.begin(), data.valid_sources.begin() + n);
+      std::vector<std::string> refs(data.valid_references.begin(),
+                                    data.valid_references.begin() + n);
+      seq2seq::Translator translator(config, model, source_vocab, target_vocab);
+      seq2seq::SearchOptions greedy;
+      greedy.beam_size = 1;
+      std::vector<std::string> hyps;
+      for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
+      eval::BleuOptions bo;
+      bo.tokenize = o.bleu_tokenize;
+      bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
+    }
+    model->train();
+    return {valid_loss, bleu};
+  };
+
   model->train();
   bool stop = false;
+  double epochs_done = p.epoch;  // fractional, for the log
   for (; p.epoch < o.epochs && !stop; ++p.epoch, p.batch = 0) {
     const auto batches = make_batches(data.train, o.batch_size, o.seed, p.epoch);
     double loss_sum = 0;
@@ -304,6 +327,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       const double rate = epoch_tokens / std::max(elapsed, 1e-9);
       const double eta = elapsed / (p.batch + 1) * (batches.size() - p.batch - 1);
       progress.update(p.epoch, o.epochs, p.batch, batches.size(), rate, l, eta);
+      epochs_done = p.epoch + static_cast<double>(p.batch + 1) / batches.size();
       if (main_rank && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0) {
         Position next = p;
         ++next.batch;
@@ -318,24 +342,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
     // whether to stop; the other ranks follow its decisions.
     bool early = false;
     if (main_rank) {
-      const double valid_loss = validation_loss(model, data.valid, o.batch_size);
-      double bleu = -1;
-      if (!data.valid_sources.empty()) {
-        const size_t n = std::min(o.valid_bleu_sentences, data.valid_sources.size());
-        std::vector<std::string> sources(data.valid_sources.begin(),
-                                         data.valid_sources.begin() + n);
-        std::vector<std::string> refs(data.valid_references.begin(),
-                                      data.valid_references.begin() + n);
-        seq2seq::Translator translator(config, model, source_vocab, target_vocab);
-        seq2seq::SearchOptions greedy;
-        greedy.beam_size = 1;
-        std::vector<std::string> hyps;
-        for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
-        eval::BleuOptions bo;
-        bo.tokenize = o.bleu_tokenize;
-        bleu = eval::corpus_bleu(hyps, {refs}, bo).score;
-        model->train();
-      }
+      const auto [valid_loss, bleu] = validate();
       // Without validation data there is nothing to compare: keep the latest weights, never decay.
       const bool validated = !data.valid.empty() || !data.valid_sources.empty();
       const bool better = !validated || bleu > p.best_bleu + 1e-9 ||
@@ -391,9 +398,28 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
   }
   if (stop && main_rank) {
     save_checkpoint(checkpoint, model, optimizer, p);
-    // Without validation the latest weights are the best we know of.
+    // Without validation the latest weights are the best we know of. With it, a run cut short
+    // by its time limit or by Ctrl-C validates its last weights too, so the partial epoch's
+    // work is not lost; the checkpoint's own record of the best is left alone, so a resumed
+    // run makes the decisions an uninterrupted one would.
     const bool validated = !data.valid.empty() || !data.valid_sources.empty();
-    if (!validated || !fs::exists(best_path)) seq2seq::save_weights(model, best_path);
+    if (!validated || !fs::exists(best_path)) {
+      seq2seq::save_weights(model, best_path);
+    } else if (result.stopped_because != "max steps" && p.batch > 0) {
+      const auto [valid_loss, bleu] = validate();
+      const bool better =
+          bleu > p.best_bleu + 1e-9 || (bleu == p.best_bleu && valid_loss < p.best_loss);
+      if (better) seq2seq::save_weights(model, best_path);
+      log << nlohmann::json{{"epoch", epochs_done}, {"step", p.step}, {"valid_loss", valid_loss},
+                            {"valid_bleu", bleu},   {"best", better}, {"final", true}}
+                 .dump()
+          << "\n"
+          << std::flush;
+      if (better) p.best_bleu = bleu;
+      if (o.progress)
+        std::fprintf(stderr, "stopped mid-epoch: valid loss %.4f, valid BLEU %.2f%s\n", valid_loss,
+                     bleu, better ? " (best)" : "");
+    }
   }
   if (result.stopped_because.empty()) result.stopped_because = "epochs";
   std::signal(SIGINT, previous_handler);
