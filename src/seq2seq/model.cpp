@@ -125,7 +125,7 @@ DecoderState DecoderImpl::start(const EncoderOutput& e) {
   return s;
 }
 
-StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s) {
+StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool project_now) {
   auto input = dropout(embedding(tokens.view({-1, 1})));  // [N, 1, E]
   std::vector<at::Tensor> parts = {input};
   if (options.input_feeding()) parts.push_back(s.feed);
@@ -147,9 +147,12 @@ StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s) {
     step.attention = at::zeros({out.size(0), s.memory.size(1)}, out.options());
   }
   s.feed = at::tanh(combine(at::cat({out, context}, -1)));  // [N, 1, H]
-  step.logits = output(dropout(s.feed)).squeeze(1);         // [N, V]
+  step.feed = s.feed;
+  if (project_now) step.logits = project(s.feed).squeeze(1);  // [N, V]
   return step;
 }
+
+at::Tensor DecoderImpl::project(const at::Tensor& feed) { return output(dropout(feed)); }
 
 Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
   register_module("encoder", encoder);
@@ -161,24 +164,33 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   TORCH_CHECK(target_in.dim() == 2 && target_in.size(0) == source.size(0), "Seq2Seq: target ",
               target_in.sizes(), " must be [B, T] for source ", source.sizes());
   auto state = decoder->start(encoder->forward(source, lengths));
-  std::vector<at::Tensor> logits, attention, log_prob, entropy;
+  // With full teacher forcing no step needs the previous step's prediction, so the output
+  // layer runs once over all steps ([B*T, H] x [H, V]) instead of T times.
+  const bool project_at_end = teacher_forcing >= 1.0;
+  std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
   at::Tensor previous;
   for (int64_t t = 0; t < target_in.size(1); ++t) {
     at::Tensor tokens = target_in.select(1, t);  // [B]
-    if (t > 0 && teacher_forcing < 1.0) {
+    if (t > 0 && !project_at_end) {
       auto gold = at::rand({tokens.size(0)}) < teacher_forcing;
       tokens = at::where(gold, tokens, previous);
     }
-    auto out = decoder->step(tokens, state);
-    previous = out.logits.argmax(-1).detach();
-    logits.push_back(out.logits);
+    auto out = decoder->step(tokens, state, /*project=*/!project_at_end);
+    if (project_at_end) {
+      feeds.push_back(out.feed);
+    } else {
+      previous = out.logits.argmax(-1).detach();
+      logits.push_back(out.logits);
+    }
     attention.push_back(out.attention);
     if (out.log_prob.defined()) {
       log_prob.push_back(out.log_prob);
       entropy.push_back(out.entropy);
     }
   }
-  ForwardOutput f{at::stack(logits, 1), at::stack(attention, 1), {}, {}};  // [B, T, V], [B, T, S]
+  auto all_logits = project_at_end ? decoder->project(at::cat(feeds, 1))  // [B, T, V]
+                                   : at::stack(logits, 1);
+  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};  // [B, T, V], [B, T, S]
   if (!log_prob.empty()) {
     f.log_prob = at::stack(log_prob, 1);  // [B, T]
     f.entropy = at::stack(entropy, 1);

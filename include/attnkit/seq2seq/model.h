@@ -76,7 +76,8 @@ struct DecoderState {
 };
 
 struct StepOutput {
-  at::Tensor logits;     // [N, V]
+  at::Tensor logits;     // [N, V] (undefined when the step was asked not to project)
+  at::Tensor feed;       // [N, 1, H]: the attentional vector the logits come from
   at::Tensor attention;  // [N, S] (zeros for the no-attention baseline)
   at::Tensor log_prob;   // [N]: REINFORCE's log-probability of the sampled key, when sampling
   at::Tensor entropy;    // [N]: entropy of the attention distribution, when sampling
@@ -86,8 +87,11 @@ class DecoderImpl : public torch::nn::Module {
  public:
   explicit DecoderImpl(const Seq2SeqOptions& options);
   DecoderState start(const EncoderOutput& encoded);
-  // tokens [N] -> logits for the next token; advances `state`.
-  StepOutput step(const at::Tensor& tokens, DecoderState& state);
+  // tokens [N] -> logits for the next token; advances `state`. With project = false the
+  // output layer is skipped, so a caller can apply project() to all steps in one GEMM.
+  StepOutput step(const at::Tensor& tokens, DecoderState& state, bool project = true);
+  // Attentional vectors [..., H] -> logits [..., V].
+  at::Tensor project(const at::Tensor& feed);
 
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};
