@@ -29,19 +29,6 @@ struct EvalArgs {
   bool lowercase = false;
 };
 
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream file;
-  if (!path.empty()) {
-    file.open(path, std::ios::binary);
-    if (!file) throw Error(path + ": cannot open");
-  }
-  std::istream& in = path.empty() ? std::cin : file;
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.emplace_back(text::strip_eol(line));
-  if (!lines.empty()) lines[0] = std::string(text::strip_bom(lines[0]));
-  return lines;
-}
-
 struct Scored {
   std::vector<std::string> hyps;
   std::vector<seq2seq::Translation> translations;
@@ -145,7 +132,7 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_bleu(const EvalArgs& a) {
-  auto refs = read_lines(a.ref), hyps = read_lines(a.hyp);
+  auto refs = data::read_lines(a.ref), hyps = data::read_lines(a.hyp);
   eval::BleuOptions bo;
   bo.tokenize = a.tokenize == "auto" ? "13a" : a.tokenize;
   bo.lowercase = a.lowercase;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
+#include "attnkit/data/corpus.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/seq2seq/translator.h"
@@ -33,26 +34,7 @@ int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
   seq2seq::Translator translator(a.model);
-  std::vector<std::string> lines;
-  {
-    std::ifstream file;
-    if (!a.input.empty()) {
-      file.open(a.input, std::ios::binary);
-      if (!file) throw Error(a.input + ": cannot open");
-    }
-    std::istream& in = a.input.empty() ? std::cin : file;
-    std::string line;
-    size_t n = 0;
-    while (std::getline(in, line)) {
-      ++n;
-      std::string_view l = text::strip_eol(line);
-      if (n == 1) l = text::strip_bom(l);
-      if (!text::valid_utf8(l))
-        throw Error((a.input.empty() ? std::string("<stdin>") : a.input) + ":" + std::to_string(n) +
-                    ": invalid UTF-8");
-      lines.emplace_back(l);
-    }
-  }
+  const auto lines = data::read_lines(a.input);
   const auto started = std::chrono::steady_clock::now();
   auto results = translator.translate(lines, a.search, a.batch_size);
   if (a.timing) {

@@ -1,6 +1,7 @@
 #include "attnkit/data/corpus.h"
 
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -66,6 +67,26 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, R
   if (in.bad()) throw Error(path + ": read error");
   r.pairs += pairs.size();
   return pairs;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream file;
+  if (!path.empty()) {
+    file.open(path, std::ios::binary);
+    if (!file) throw Error(path + ": cannot open");
+  }
+  std::istream& in = path.empty() ? std::cin : file;
+  std::vector<std::string> lines;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    std::string_view l = text::strip_eol(line);
+    if (n == 1) l = text::strip_bom(l);
+    if (!text::valid_utf8(l))
+      throw Error((path.empty() ? std::string("<stdin>") : path) + ":" + std::to_string(n) +
+                  ": invalid UTF-8");
+    lines.emplace_back(l);
+  }
+  return lines;
 }
 
 void write_tsv(const std::string& path, const std::vector<Pair>& pairs) {

@@ -253,10 +253,9 @@ std::vector<std::string> find_catalogs(const std::string& lang,
       const auto& p = it->path();
       if (p.extension() != ".po") continue;
       const std::string stem = p.stem().string(), parent = p.parent_path().filename().string();
-      if (stem == lang || parent == lang ||
-          stem.size() > lang.size() &&
-              stem.compare(stem.size() - lang.size(), lang.size(), lang) == 0)
-        found.push_back(p.string());
+      const bool ends_with_lang = stem.size() > lang.size() &&
+                                  stem.compare(stem.size() - lang.size(), lang.size(), lang) == 0;
+      if (stem == lang || parent == lang || ends_with_lang) found.push_back(p.string());
     }
   }
   std::sort(found.begin(), found.end());

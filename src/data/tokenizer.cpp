@@ -23,7 +23,6 @@ namespace {
 
 bool ascii_alnum(char32_t c) { return c < 0x80 && std::isalnum(static_cast<int>(c)); }
 bool is_space(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x3000; }
-bool ascii_punct(char32_t c) { return c < 0x80 && std::ispunct(static_cast<int>(c)); }
 
 // Scans `s`, handing each placeholder whole to on_placeholder and each code point to on_char.
 template <typename P, typename C>
@@ -53,12 +52,47 @@ void scan(std::string_view s, P&& on_placeholder, C&& on_char) {
 // The PyTorch tutorial's unicodeToAscii (NFD, drop combining marks) for the Latin letters
 // U+00C0..U+017F: the base letter, or '.' where there is none.
 constexpr char kLatinBase[] =
-    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY..aaaaaa.ceeeeiiii.nooooo..uuuuy.yAaAaAaCcCcCcCcDd..EeEeEeEeEeGgGgGgGgHh..IiIiIiIiI...JjKk.LlLlLl....NnNnNn...OoOoOo..RrRrRrSsSsSsSsTtTt..UuUuUuUuUuUuWwYyYZzZzZz.";
+    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY..aaaaaa.ceeeeiiii.nooooo..uuuuy.yAaAaAaCcCcCcCcDd.."
+    "EeEeEeEeEeGgGgGgGgHh..IiIiIiIiI...JjKk.LlLlLl....NnNnNn...OoOoOo..RrRrRrSsSsSsSsTtTt.."
+    "UuUuUuUuUuUuWwYyYZzZzZz.";
 
 char32_t strip_accent(char32_t c) {
   if (c < 0xC0 || c > 0x17F) return c;
   const char base = kLatinBase[c - 0xC0];
   return base == '.' ? c : static_cast<char32_t>(base);
+}
+
+// The splitting both word tokenizers share: placeholders whole; runs of characters `in_word`
+// accepts (after `map`) as words; whitespace separating; any other character a token of its
+// own when `keep` accepts it. Mapped ASCII characters replace their originals (é -> e).
+template <typename Map, typename InWord, typename Keep>
+std::vector<std::string> split_words(std::string_view s, Map map, InWord in_word, Keep keep) {
+  std::vector<std::string> tokens;
+  std::string word;
+  auto flush = [&] {
+    if (!word.empty()) tokens.push_back(std::move(word));
+    word.clear();
+  };
+  scan(
+      s,
+      [&](std::string p) {
+        flush();
+        tokens.push_back(std::move(p));
+      },
+      [&](char32_t original, std::string_view bytes) {
+        const char32_t c = map(original);
+        if (in_word(c, !word.empty())) {
+          if (c < 0x80)
+            word.push_back(static_cast<char>(c));
+          else
+            word.append(bytes);
+        } else {
+          flush();
+          if (!is_space(c) && keep(c)) tokens.emplace_back(bytes);
+        }
+      });
+  flush();
+  return tokens;
 }
 
 class EnglishTokenizer : public Tokenizer {
@@ -67,34 +101,19 @@ class EnglishTokenizer : public Tokenizer {
       : lower_(lower || normalize), normalize_(normalize) {}
 
   std::vector<std::string> tokenize(std::string_view s) const override {
-    std::vector<std::string> tokens;
-    std::string word;
-    auto flush = [&] {
-      if (!word.empty()) tokens.push_back(lower_ ? text::ascii_lower(word) : word);
-      word.clear();
-    };
-    scan(
-        s,
-        [&](std::string p) {
-          flush();
-          tokens.push_back(std::move(p));
+    auto tokens = split_words(
+        s, [&](char32_t c) { return normalize_ ? strip_accent(c) : c; },
+        // Apostrophes inside a word stay (don't, it's); other punctuation splits.
+        [](char32_t c, bool in_word) {
+          return ascii_alnum(c) || (c >= 0x80 && !text::is_cjk(c) && !is_space(c)) ||
+                 (c == '\'' && in_word);
         },
-        [&](char32_t c, std::string_view bytes) {
-          if (normalize_) c = strip_accent(c);
-          // Apostrophes inside a word stay (don't, it's); other punctuation splits.
-          if (ascii_alnum(c) || (c >= 0x80 && !text::is_cjk(c) && !is_space(c)) ||
-              (c == '\'' && !word.empty())) {
-            if (normalize_ && c < 0x80) word.push_back(static_cast<char>(c));
-            else word.append(bytes);
-          } else if (is_space(c)) {
-            flush();
-          } else {
-            flush();
-            if (!normalize_ || c == '.' || c == '!' || c == '?' || text::is_cjk(c))
-              tokens.emplace_back(bytes);
-          }
+        [&](char32_t c) {
+          return !normalize_ || c == '.' || c == '!' || c == '?' || text::is_cjk(c);
         });
-    flush();
+    if (lower_)
+      for (auto& t : tokens)
+        if (!is_placeholder(t)) t = text::ascii_lower(t);
     return tokens;
   }
 
@@ -120,30 +139,10 @@ class EnglishTokenizer : public Tokenizer {
 class ChineseTokenizer : public Tokenizer {
  public:
   std::vector<std::string> tokenize(std::string_view s) const override {
-    std::vector<std::string> tokens;
-    std::string word;
-    auto flush = [&] {
-      if (!word.empty()) tokens.push_back(word);
-      word.clear();
-    };
-    scan(
-        s,
-        [&](std::string p) {
-          flush();
-          tokens.push_back(std::move(p));
-        },
-        [&](char32_t c, std::string_view bytes) {
-          if (ascii_alnum(c) || (c == '\'' && !word.empty())) {
-            word.append(bytes);
-          } else if (is_space(c)) {
-            flush();
-          } else {
-            flush();
-            tokens.emplace_back(bytes);
-          }
-        });
-    flush();
-    return tokens;
+    return split_words(
+        s, [](char32_t c) { return c; },
+        [](char32_t c, bool in_word) { return ascii_alnum(c) || (c == '\'' && in_word); },
+        [](char32_t) { return true; });
   }
 
   std::string detokenize(const std::vector<std::string>& tokens) const override {

@@ -12,7 +12,7 @@ namespace attnkit::data {
 struct Pair {
   std::string source;
   std::string target;
-  std::string extra;  // the third column, if any (an attribution, or a gold alignment)
+  std::string extra{};  // the third column, if any (an attribution, or a gold alignment)
   bool operator==(const Pair& o) const { return source == o.source && target == o.target; }
 };
 
@@ -37,6 +37,10 @@ struct TsvOptions {
 // invalid UTF-8 are skipped and reported, or abort the read when strict.
 std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options = {},
                            ReadReport* report = nullptr);
+// One sentence a line from `path` (empty: standard input), BOM and CR/LF removed. Invalid UTF-8
+// is an attnkit::Error naming the file (or <stdin>) and the line.
+std::vector<std::string> read_lines(const std::string& path);
+
 // Writes pairs as TSV through a temporary file and a rename.
 void write_tsv(const std::string& path, const std::vector<Pair>& pairs);
 
