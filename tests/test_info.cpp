@@ -32,5 +32,16 @@ TEST(Info, ReportsVersionsAndThreads) {
   EXPECT_GE(info.hardware_threads, 1u);
 }
 
+// Only one of the two busy-waiting pools may own the cores.
+TEST(Info, ThreadPoliciesGiveTheCoresToOnePool) {
+  set_threads(2, ThreadPolicy::Blas);
+  EXPECT_EQ(runtime_info().intra_op_threads, 1);
+  EXPECT_NE(detect_blas().detail.find(", 2 threads"), std::string::npos) << detect_blas().detail;
+  set_threads(2, ThreadPolicy::IntraOp);
+  EXPECT_EQ(runtime_info().intra_op_threads, 2);
+  EXPECT_NE(detect_blas().detail.find(", 1 threads"), std::string::npos) << detect_blas().detail;
+  set_threads(1);
+}
+
 }  // namespace
 }  // namespace attnkit

@@ -158,7 +158,7 @@ Command add_eval_command(CLI::App& parent) {
   app->add_option("--bucket", a->bucket, "Source-length bucket width")->capture_default_str();
   app->add_option("--examples", a->examples, "Translations to show")->capture_default_str();
   app->add_flag("--reverse", a->reverse);
-  return {app, [a] { return run_eval(*a); }};
+  return {app, [a] { return run_eval(*a); }, ThreadPolicy::Blas};
 }
 
 Command add_bleu_command(CLI::App& parent) {

@@ -339,7 +339,8 @@ Command add_train_command(CLI::App& parent) {
   return {app, [a, root] {
             a->threads = root->get_option("--threads")->as<int>();
             return run(*a, command_line());
-          }};
+          },
+          ThreadPolicy::Blas};
 }
 
 }  // namespace attnkit::cli

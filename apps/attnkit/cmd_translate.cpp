@@ -117,7 +117,7 @@ Command add_translate_command(CLI::App& parent) {
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");
   app->add_option("--attention-out", a->attention_out,
                   "Write each sentence's attention as NNNN.png, .svg and .json into DIR");
-  return {app, [a] { return run(*a); }};
+  return {app, [a] { return run(*a); }, ThreadPolicy::Blas};
 }
 
 }  // namespace attnkit::cli

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "attnkit/core/info.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,6 +14,8 @@ namespace attnkit::cli {
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
+  // Recurrent-model commands (train, translate, eval, serve) give the cores to OpenBLAS.
+  ThreadPolicy threads = ThreadPolicy::IntraOp;
 };
 
 // The process's command line (for commands that start copies of themselves).

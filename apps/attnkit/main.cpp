@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attnkit ") + attnkit::kVersion);
   app.require_subcommand(1);
   int threads = 0;
-  app.add_option("--threads", threads, "Intra-op threads (0: one per hardware thread)")
+  app.add_option("--threads", threads, "Threads (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber);
 
   namespace cli = attnkit::cli;
@@ -41,9 +41,11 @@ int main(int argc, char** argv) {
 
   try {
     attnkit::tune_allocator();
-    attnkit::set_threads(threads);
-    for (auto& command : commands)
-      if (command.app->parsed()) return command.run();
+    for (auto& command : commands) {
+      if (!command.app->parsed()) continue;
+      attnkit::set_threads(threads, command.threads);
+      return command.run();
+    }
   } catch (const attnkit::Error& e) {
     std::cerr << "attnkit: error: " << e.what() << "\n";
     return 1;

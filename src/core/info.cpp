@@ -124,15 +124,13 @@ void tune_allocator() {
   mallopt(M_TRIM_THRESHOLD, -1);
 }
 
-void set_threads(int n) {
+void set_threads(int n, ThreadPolicy policy) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(n);
-  // OpenBLAS keeps its own thread pool. With both pools busy-waiting on the same cores,
-  // a 2-thread run measured 2-4x slower than a 1-thread one (docs/BENCHMARKS.md), so the
-  // intra-op pool takes the cores and OpenBLAS runs in the calling thread.
+  const bool blas = policy == ThreadPolicy::Blas;
+  at::set_num_threads(blas ? 1 : n);
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(1);
+    set(blas ? n : 1);
 }
 
 }  // namespace attnkit

@@ -30,9 +30,21 @@ BlasInfo classify_blas_library(const std::string& resolved_path);
 BlasInfo detect_blas();
 RuntimeInfo runtime_info();
 
-// Sets LibTorch's intra-op thread count (n <= 0: one per hardware thread) and runs OpenBLAS
-// single-threaded inside those threads, so two thread pools never spin against each other.
-void set_threads(int n);
+// Who gets the cores. LibTorch's OpenMP pool and OpenBLAS's pthread pool both busy-wait
+// between jobs, so only one of them may own more than one thread: with both at 2 threads a
+// training run measured 3.2x slower than with either alone.
+enum class ThreadPolicy {
+  // OpenMP intra-op threads; OpenBLAS runs in the calling thread. Best for attention
+  // kernels and large elementwise work, which LibTorch and attnkit parallelise themselves.
+  IntraOp,
+  // OpenBLAS threads; LibTorch ops run in the calling thread. Best for recurrent models,
+  // whose time is in matrix products too small for LibTorch to split but not for OpenBLAS
+  // (GRU training +24% tokens/s on 2 cores, docs/PERFORMANCE.md).
+  Blas,
+};
+
+// n <= 0: one thread per hardware thread.
+void set_threads(int n, ThreadPolicy policy = ThreadPolicy::IntraOp);
 
 // Keeps freed tensor memory in the process instead of returning it to the OS after every op.
 // glibc's defaults unmap and re-fault large temporaries on each call, which measured 2.2x
