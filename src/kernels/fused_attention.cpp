@@ -1,5 +1,6 @@
 #include "attnkit/kernels/fused_attention.h"
 
+#include "blas.h"
 #include "simd.h"
 
 #include <ATen/ATen.h>
@@ -12,23 +13,13 @@
 #include <limits>
 #include <vector>
 
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-                       const float* beta, float* c, const int* ldc);
-
 namespace attnkit::kernels {
 namespace {
 
 constexpr int kBlockQ = 128, kBlockK = 256;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Row-major C[M, N] = alpha op(A) op(B) + beta C, through the column-major sgemm_:
-// a row-major matrix is its transpose in column-major order, so C^T = op(B)^T op(A)^T.
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
-}
+using blas::gemm;
 
 // p[j] = exp(s[j] - m) for j < n; returns the sum.
 __attribute__((target("avx2,fma"))) float exp_shift_avx2(const float* s, float* p, int n, float m) {

@@ -46,6 +46,11 @@ __attribute__((target("avx2,fma"))) inline __m256 tanh256(__m256 x) {
   return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.f), _mm256_add_ps(e, one)));
 }
 
+__attribute__((target("avx2,fma"))) inline __m256 sigmoid256(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
 __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
   const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   __m128 s = _mm_add_ps(lo, hi);

@@ -6,6 +6,7 @@
 #include <torch/nn/utils/rnn.h>
 
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/gru.h"
 
 namespace attnkit::seq2seq {
 namespace {
@@ -60,12 +61,7 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
               "Encoder: every source needs at least one token");
   const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
   auto embedded = dropout(embedding(source));  // [B, S, E]
-  auto packed = torch::nn::utils::rnn::pack_padded_sequence(
-      embedded, lengths.to(at::kCPU).to(at::kLong), /*batch_first=*/true, /*enforce_sorted=*/false);
-  auto [packed_out, h_n] = gru->forward_with_packed_input(packed);
-  auto memory = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
-      packed_out, /*batch_first=*/true, /*padding_value=*/0.0,
-      /*total_length=*/len));  // [B, S, Hm]
+  auto [memory, h_n] = run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
   auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
                     .permute({0, 2, 1, 3})
@@ -78,6 +74,39 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
                                                                          dropout(attended.output));
   }
   return {dropout(memory), mask, at::tanh(bridge(finals)), finals[layers - 1]};
+}
+
+std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedded,
+                                                      const at::Tensor& lengths) {
+  const int64_t batch = embedded.size(0), len = embedded.size(1);
+  auto cpu_lengths = lengths.to(at::kCPU).to(at::kLong);
+  if (!options.fused_kernels()) {
+    auto packed = torch::nn::utils::rnn::pack_padded_sequence(
+        embedded, cpu_lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+    auto [packed_out, h_n] = gru->forward_with_packed_input(packed);
+    auto memory = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
+        packed_out, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/len));
+    return {memory, h_n};
+  }
+  // all_weights(): w_ih, w_hh, b_ih, b_hh for each layer, directions innermost (PyTorch's order).
+  const auto weights = gru->all_weights();
+  const int64_t dirs = directions(options);
+  auto x = embedded;  // [B, S, in]
+  std::vector<at::Tensor> finals;
+  for (int64_t l = 0; l < options.layers(); ++l) {
+    std::vector<at::Tensor> outputs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const auto* w = &weights[4 * (l * dirs + d)];
+      auto gi = at::linear(x, w[0], w[2]);  // [B, S, 3H]: every step's input projection at once
+      auto h0 = at::zeros({batch, options.hidden_size()}, x.options());
+      auto [out, final] = kernels::gru_sequence(gi, h0, w[1], w[3], cpu_lengths, d == 1);
+      outputs.push_back(out);  // [B, S, H]
+      finals.push_back(final);
+    }
+    x = dirs == 1 ? outputs[0] : at::cat(outputs, -1);  // [B, S, H * dirs]
+    if (l + 1 < options.layers()) x = at::dropout(x, gru->options.dropout(), is_training());
+  }
+  return {x, at::stack(finals)};
 }
 
 DecoderState DecoderState::select(const at::Tensor& index) const {
@@ -130,8 +159,8 @@ StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool pro
   std::vector<at::Tensor> parts = {input};
   if (options.input_feeding()) parts.push_back(s.feed);
   if (!attention) parts.push_back(s.summary.unsqueeze(1));
-  auto [out, hidden] = gru(at::cat(parts, -1), s.hidden);  // out [N, 1, H]
-  s.hidden = hidden;
+  s.hidden = run_gru(at::cat(parts, -1).squeeze(1), s.hidden);  // [L, N, H]
+  auto out = s.hidden[options.layers() - 1].unsqueeze(1);          // [N, 1, H]
   StepOutput step;
   at::Tensor context;
   if (attention) {
@@ -150,6 +179,20 @@ StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool pro
   step.feed = s.feed;
   if (project_now) step.logits = project(s.feed).squeeze(1);  // [N, V]
   return step;
+}
+
+at::Tensor DecoderImpl::run_gru(const at::Tensor& input, const at::Tensor& hidden) {
+  if (!options.fused_kernels()) return std::get<1>(gru(input.unsqueeze(1), hidden));
+  const auto weights = gru->all_weights();
+  auto x = input;  // [N, in]
+  std::vector<at::Tensor> states;
+  for (int64_t l = 0; l < options.layers(); ++l) {
+    const auto* w = &weights[4 * l];
+    states.push_back(kernels::gru_cell(at::linear(x, w[0], w[2]), hidden[l], w[1], w[3]));
+    x = l + 1 < options.layers() ? at::dropout(states.back(), gru->options.dropout(), is_training())
+                                 : states.back();
+  }
+  return at::stack(states);  // [L, N, H]
 }
 
 at::Tensor DecoderImpl::project(const at::Tensor& feed) { return output(dropout(feed)); }

@@ -38,6 +38,9 @@ struct Seq2SeqOptions {
   // Multi-head self-attention layers (residual + layer norm) over the encoder states.
   TORCH_ARG(int64_t, self_attention_layers) = 0;
   TORCH_ARG(int64_t, self_attention_heads) = 4;
+  // Run the GRUs through kernels/gru.h (one input GEMM per sequence, a hand-written backward).
+  // false: torch::nn::GRU, the reference. Same parameters and the same results either way.
+  TORCH_ARG(bool, fused_kernels) = true;
 };
 
 struct EncoderOutput {
@@ -52,6 +55,8 @@ class EncoderImpl : public torch::nn::Module {
   explicit EncoderImpl(const Seq2SeqOptions& options);
   // source [B, S] token ids (0 = padding), lengths [B] (>= 1).
   EncoderOutput forward(const at::Tensor& source, const at::Tensor& lengths);
+  // embedded [B, S, E] -> (outputs [B, S, Hm], final states [layers * dirs, B, H]).
+  std::tuple<at::Tensor, at::Tensor> run_gru(const at::Tensor& embedded, const at::Tensor& lengths);
 
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};
@@ -92,6 +97,8 @@ class DecoderImpl : public torch::nn::Module {
   StepOutput step(const at::Tensor& tokens, DecoderState& state, bool project = true);
   // Attentional vectors [..., H] -> logits [..., V].
   at::Tensor project(const at::Tensor& feed);
+  // One GRU step: input [N, I], hidden [layers, N, H] -> new hidden [layers, N, H].
+  at::Tensor run_gru(const at::Tensor& input, const at::Tensor& hidden);
 
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};

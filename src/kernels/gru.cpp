@@ -1,0 +1,252 @@
+#include "attnkit/kernels/gru.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <vector>
+
+#include "simd.h"
+
+namespace attnkit::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// One row of a step: gi, gh [3H], h [H] -> out [H]; `save` [4H] receives r, z, n and gh_n for
+// the backward pass (nullptr: not needed).
+template <typename T>
+void gates_row(const T* gi, const T* gh, const T* h, T* out, T* save, int64_t H, int64_t from = 0) {
+  for (int64_t j = from; j < H; ++j) {
+    const T r = sigmoid(gi[j] + gh[j]), z = sigmoid(gi[H + j] + gh[H + j]), ghn = gh[2 * H + j];
+    const T n = std::tanh(gi[2 * H + j] + r * ghn);
+    if (save) {
+      save[j] = r;
+      save[H + j] = z;
+      save[2 * H + j] = n;
+      save[3 * H + j] = ghn;
+    }
+    out[j] = n + z * (h[j] - n);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void gates_row_avx2(const float* gi, const float* gh,
+                                                        const float* h, float* out, float* save,
+                                                        int64_t H) {
+  int64_t j = 0;
+  for (; j + 8 <= H; j += 8) {
+    const __m256 r = simd::sigmoid256(_mm256_add_ps(_mm256_loadu_ps(gi + j), _mm256_loadu_ps(gh + j)));
+    const __m256 z =
+        simd::sigmoid256(_mm256_add_ps(_mm256_loadu_ps(gi + H + j), _mm256_loadu_ps(gh + H + j)));
+    const __m256 ghn = _mm256_loadu_ps(gh + 2 * H + j);
+    const __m256 n = simd::tanh256(_mm256_fmadd_ps(r, ghn, _mm256_loadu_ps(gi + 2 * H + j)));
+    const __m256 hv = _mm256_loadu_ps(h + j);
+    if (save) {
+      _mm256_storeu_ps(save + j, r);
+      _mm256_storeu_ps(save + H + j, z);
+      _mm256_storeu_ps(save + 2 * H + j, n);
+      _mm256_storeu_ps(save + 3 * H + j, ghn);
+    }
+    _mm256_storeu_ps(out + j, _mm256_fmadd_ps(z, _mm256_sub_ps(hv, n), n));
+  }
+  gates_row<float>(gi, gh, h, out, save, H, j);
+}
+
+template <typename T>
+void gates(const T* gi, const T* gh, const T* h, T* out, T* save, int64_t H) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (simd::have_avx2()) return gates_row_avx2(gi, gh, h, out, save, H);
+  }
+  gates_row<T>(gi, gh, h, out, save, H);
+}
+
+// The backward pass of one row. From g = dL/dh' and the saved r, z, n, gh_n and h:
+// dgi [3H], dgh [3H] (they differ only in the n block, scaled by r) and dh = g * z, the part of
+// dL/dh that does not go through W_hh.
+template <typename T>
+void gates_backward_row(const T* save, const T* h, const T* g, T* dgi, T* dgh, T* dh, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    const T r = save[j], z = save[H + j], n = save[2 * H + j], ghn = save[3 * H + j];
+    const T dn = g[j] * (T(1) - z) * (T(1) - n * n);
+    const T dz = g[j] * (h[j] - n) * z * (T(1) - z);
+    const T dr = dn * ghn * r * (T(1) - r);
+    dgi[j] = dgh[j] = dr;
+    dgi[H + j] = dgh[H + j] = dz;
+    dgi[2 * H + j] = dn;
+    dgh[2 * H + j] = dn * r;
+    dh[j] = g[j] * z;
+  }
+}
+
+void check_weights(const at::Tensor& h, const at::Tensor& w_hh, const at::Tensor& b_hh,
+                   const char* who) {
+  const int64_t H = h.size(-1);
+  TORCH_CHECK(w_hh.dim() == 2 && w_hh.size(0) == 3 * H && w_hh.size(1) == H, who, ": w_hh must be [3H, H] = [",
+              3 * H, ", ", H, "] for a state of width ", H, ", got ", w_hh.sizes());
+  TORCH_CHECK(b_hh.dim() == 1 && b_hh.size(0) == 3 * H, who, ": b_hh must be [3H] = [", 3 * H,
+              "], got ", b_hh.sizes());
+  TORCH_CHECK(w_hh.scalar_type() == h.scalar_type() && b_hh.scalar_type() == h.scalar_type(), who,
+              ": weights and state must share one floating type");
+}
+
+class GRUCell : public torch::autograd::Function<GRUCell> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gi, const at::Tensor& h,
+                            const at::Tensor& w_hh, const at::Tensor& b_hh) {
+    const int64_t N = h.size(0), H = h.size(1);
+    auto gh = at::addmm(b_hh, h, w_hh.t());  // [N, 3H]
+    auto out = at::empty_like(h);            // [N, H]
+    auto save = at::empty({N, 4 * H}, h.options());
+    AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "gru_cell", [&] {
+      for (int64_t b = 0; b < N; ++b)
+        gates<scalar_t>(gi.data_ptr<scalar_t>() + b * 3 * H, gh.data_ptr<scalar_t>() + b * 3 * H,
+                        h.data_ptr<scalar_t>() + b * H, out.data_ptr<scalar_t>() + b * H,
+                        save.data_ptr<scalar_t>() + b * 4 * H, H);
+    });
+    ctx->save_for_backward({h, w_hh, save});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &w_hh = saved[1], &save = saved[2];
+    const auto g = grads[0].contiguous();
+    const int64_t N = h.size(0), H = h.size(1);
+    auto dgi = at::empty({N, 3 * H}, h.options()), dgh = at::empty({N, 3 * H}, h.options());
+    auto dh = at::empty_like(h);
+    AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "gru_cell_backward", [&] {
+      for (int64_t b = 0; b < N; ++b)
+        gates_backward_row<scalar_t>(save.data_ptr<scalar_t>() + b * 4 * H, h.data_ptr<scalar_t>() + b * H,
+                                     g.data_ptr<scalar_t>() + b * H, dgi.data_ptr<scalar_t>() + b * 3 * H,
+                                     dgh.data_ptr<scalar_t>() + b * 3 * H, dh.data_ptr<scalar_t>() + b * H, H);
+    });
+    dh.addmm_(dgh, w_hh);  // [N, H]
+    return {dgi, dh, dgh.t().mm(h), dgh.sum(0)};
+  }
+};
+
+// Rows sorted by length, longest first, so the rows still running at any step are a prefix
+// and each step's GEMM covers only them.
+class GRUSequence : public torch::autograd::Function<GRUSequence> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& gi, const at::Tensor& h0,
+                               const at::Tensor& w_hh, const at::Tensor& b_hh,
+                               std::vector<int64_t> lengths, bool reverse) {
+    const int64_t B = gi.size(0), T = gi.size(1), H = h0.size(1);
+    auto out = at::zeros({B, T, H}, h0.options());            // [B, T, H]
+    auto before = at::zeros({B, T, H}, h0.options());         // the state entering each step
+    auto save = at::empty({B, T, 4 * H}, h0.options());       // r, z, n, gh_n per step
+    auto gh = at::empty({B, 3 * H}, h0.options());            // [B, 3H], reused every step
+    auto h = h0.clone();                                      // [B, H]
+    AT_DISPATCH_FLOATING_TYPES(h0.scalar_type(), "gru_sequence", [&] {
+      scalar_t *O = out.data_ptr<scalar_t>(), *P = before.data_ptr<scalar_t>(),
+               *S = save.data_ptr<scalar_t>(), *G = gh.data_ptr<scalar_t>(), *Hs = h.data_ptr<scalar_t>();
+      const scalar_t* I = gi.data_ptr<scalar_t>();
+      for (int64_t s = 0; s < T; ++s) {
+        const int64_t t = reverse ? T - 1 - s : s;
+        int64_t rows = 0;
+        while (rows < B && lengths[rows] > t) ++rows;
+        if (rows == 0) continue;
+        auto gh_rows = gh.narrow(0, 0, rows);
+        at::addmm_out(gh_rows, b_hh, h.narrow(0, 0, rows), w_hh.t());
+        for (int64_t b = 0; b < rows; ++b) {
+          scalar_t* hb = Hs + b * H;
+          std::copy(hb, hb + H, P + (b * T + t) * H);
+          gates<scalar_t>(I + (b * T + t) * 3 * H, G + b * 3 * H, hb, hb, S + (b * T + t) * 4 * H, H);
+          std::copy(hb, hb + H, O + (b * T + t) * H);
+        }
+      }
+    });
+    ctx->save_for_backward({w_hh, before, save});
+    ctx->saved_data["lengths"] = c10::IValue(lengths);
+    ctx->saved_data["reverse"] = reverse;
+    return {out, h};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &w_hh = saved[0], &before = saved[1], &save = saved[2];
+    const auto lengths = ctx->saved_data["lengths"].toIntVector();
+    const bool reverse = ctx->saved_data["reverse"].toBool();
+    const int64_t B = before.size(0), T = before.size(1), H = before.size(2);
+    auto dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(before);
+    auto dh = grads[1].defined() ? grads[1].clone().contiguous() : at::zeros({B, H}, before.options());
+    auto dgi = at::zeros({B, T, 3 * H}, before.options());
+    auto dgh = at::zeros({B, T, 3 * H}, before.options());
+    auto g = at::empty({B, H}, before.options());
+    AT_DISPATCH_FLOATING_TYPES(before.scalar_type(), "gru_sequence_backward", [&] {
+      const scalar_t *dO = dout.data_ptr<scalar_t>(), *P = before.data_ptr<scalar_t>(),
+                     *S = save.data_ptr<scalar_t>();
+      scalar_t *dI = dgi.data_ptr<scalar_t>(), *dG = dgh.data_ptr<scalar_t>(),
+               *dH = dh.data_ptr<scalar_t>(), *Gs = g.data_ptr<scalar_t>();
+      for (int64_t s = T - 1; s >= 0; --s) {
+        const int64_t t = reverse ? T - 1 - s : s;
+        int64_t rows = 0;
+        while (rows < B && lengths[rows] > t) ++rows;
+        if (rows == 0) continue;
+        for (int64_t b = 0; b < rows; ++b) {
+          for (int64_t j = 0; j < H; ++j) Gs[b * H + j] = dH[b * H + j] + dO[(b * T + t) * H + j];
+          gates_backward_row<scalar_t>(S + (b * T + t) * 4 * H, P + (b * T + t) * H, Gs + b * H,
+                                       dI + (b * T + t) * 3 * H, dG + (b * T + t) * 3 * H, dH + b * H, H);
+        }
+        dh.narrow(0, 0, rows).addmm_(dgh.select(1, t).narrow(0, 0, rows), w_hh);
+      }
+    });
+    // Steps a row did not run have zero dgh, so every step's weight gradient is one GEMM.
+    auto dgh_flat = dgh.view({B * T, 3 * H});
+    return {dgi, dh, dgh_flat.t().mm(before.view({B * T, H})), dgh_flat.sum(0), {}, {}};
+  }
+};
+
+}  // namespace
+
+at::Tensor gru_cell(const at::Tensor& gi, const at::Tensor& h, const at::Tensor& w_hh,
+                    const at::Tensor& b_hh) {
+  TORCH_CHECK(h.dim() == 2, "gru_cell: h must be [N, H], got ", h.sizes());
+  TORCH_CHECK(gi.dim() == 2 && gi.size(0) == h.size(0) && gi.size(1) == 3 * h.size(1),
+              "gru_cell: gi must be [N, 3H] = [", h.size(0), ", ", 3 * h.size(1), "], got ", gi.sizes());
+  check_weights(h, w_hh, b_hh, "gru_cell");
+  TORCH_CHECK(gi.scalar_type() == h.scalar_type(), "gru_cell: gi and h must share one floating type");
+  return GRUCell::apply(gi.contiguous(), h.contiguous(), w_hh.contiguous(), b_hh.contiguous());
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_sequence(const at::Tensor& gi, const at::Tensor& h0,
+                                                const at::Tensor& w_hh, const at::Tensor& b_hh,
+                                                const at::Tensor& lengths, bool reverse) {
+  TORCH_CHECK(h0.dim() == 2, "gru_sequence: h0 must be [B, H], got ", h0.sizes());
+  TORCH_CHECK(gi.dim() == 3 && gi.size(0) == h0.size(0) && gi.size(2) == 3 * h0.size(1),
+              "gru_sequence: gi must be [B, T, 3H] with B = ", h0.size(0), " and 3H = ", 3 * h0.size(1),
+              ", got ", gi.sizes());
+  check_weights(h0, w_hh, b_hh, "gru_sequence");
+  TORCH_CHECK(gi.scalar_type() == h0.scalar_type(), "gru_sequence: gi and h0 must share one floating type");
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == gi.size(0), "gru_sequence: lengths must be [B] = [",
+              gi.size(0), "], got ", lengths.sizes());
+  auto len = lengths.to(at::kCPU).to(at::kLong).contiguous();
+  TORCH_CHECK(len.numel() == 0 || (len.min().item<int64_t>() >= 0 && len.max().item<int64_t>() <= gi.size(1)),
+              "gru_sequence: lengths must lie in [0, T = ", gi.size(1), "]");
+  auto order = at::argsort(len, /*dim=*/0, /*descending=*/true);  // [B]
+  const bool sorted = order.equal(at::arange(len.numel(), order.options()));
+  auto sorted_len = len.index_select(0, order);
+  std::vector<int64_t> lens(sorted_len.data_ptr<int64_t>(), sorted_len.data_ptr<int64_t>() + len.numel());
+  auto pick = [&](const at::Tensor& x) { return sorted ? x.contiguous() : x.index_select(0, order); };
+  auto r = GRUSequence::apply(pick(gi), pick(h0), w_hh.contiguous(), b_hh.contiguous(), lens, reverse);
+  if (sorted) return {r[0], r[1]};
+  auto inverse = at::argsort(order);
+  return {r[0].index_select(0, inverse), r[1].index_select(0, inverse)};
+}
+
+void gru_gates(const float* gi, const float* gh, const float* h, float* h_out, int64_t n,
+               int64_t hidden) {
+  for (int64_t b = 0; b < n; ++b)
+    gates<float>(gi + b * 3 * hidden, gh + b * 3 * hidden, h + b * hidden, h_out + b * hidden, nullptr,
+                 hidden);
+}
+
+}  // namespace attnkit::kernels
