@@ -4,12 +4,23 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/context.h"
 
 namespace attnkit {
 namespace {
 
 ScoreOptions score_options(const AttentionOptions& o) {
   return ScoreOptions(o.score(), o.query_size(), o.key_size()).hidden_size(o.hidden_size());
+}
+
+// Decoder steps have one query per row, where at::bmm runs a GEMM per row; the kernel makes one
+// pass per row instead. functional::context (at::matmul) is the reference.
+at::Tensor weighted_values(const at::Tensor& weights, const at::Tensor& v) {
+  const bool few_queries = weights.dim() == 3 && v.dim() == 3 && weights.size(1) <= 4;
+  const bool floating = weights.scalar_type() == v.scalar_type() &&
+                        (v.scalar_type() == at::kFloat || v.scalar_type() == at::kDouble);
+  return few_queries && floating ? kernels::attention_context(weights, v)
+                                 : functional::context(weights, v);
 }
 
 }  // namespace
@@ -53,11 +64,11 @@ AttentionOutput AttentionImpl::attend(const at::Tensor& q, const at::Tensor& pro
   const HardGradient gradient = is_training() ? options.hard_gradient() : HardGradient::None;
   if (options.weighting() == WeightingKind::Hard && gradient == HardGradient::Reinforce) {
     auto [weights, log_prob, entropy] = functional::sample_hard_weights(scores, keep);
-    return {functional::context(weights, v), weights, log_prob, entropy};
+    return {weighted_values(weights, v), weights, log_prob, entropy};
   }
   auto weights = functional::weights_for(options.weighting(), scores, keep, gradient,
                                          options.temperature(), centres, options.window());
-  return {functional::context(weights, v), weights};  // [B, Tq, Dv], [B, Tq, Tk]
+  return {weighted_values(weights, v), weights};  // [B, Tq, Dv], [B, Tq, Tk]
 }
 
 }  // namespace attnkit

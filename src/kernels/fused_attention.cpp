@@ -21,27 +21,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 using blas::gemm;
 
-// p[j] = exp(s[j] - m) for j < n; returns the sum.
-__attribute__((target("avx2,fma"))) float exp_shift_avx2(const float* s, float* p, int n, float m) {
-  const __m256 vm = _mm256_set1_ps(m);
-  __m256 acc = _mm256_setzero_ps();
-  int j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = simd::exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    _mm256_storeu_ps(p + j, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float sum = simd::hsum(acc);
-  for (; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
-  return sum;
-}
-
-float exp_shift(const float* s, float* p, int n, float m) {
-  if (simd::have_avx2()) return exp_shift_avx2(s, p, n, m);
-  float sum = 0;
-  for (int j = 0; j < n; ++j) sum += (p[j] = s[j] == kNegInf ? 0.f : std::exp(s[j] - m));
-  return sum;
-}
+using simd::exp_shift;
 
 // The mask as a strided view over [N, Tq, Tk] (broadcast dimensions have stride 0).
 struct MaskView {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace attnkit::kernels::simd {
 
@@ -105,6 +106,28 @@ inline void tanh_backward(const float* a, const float* b, const float* v, float 
     db[i] += d;
     dv[i] += g * t;
   }
+}
+
+// p[j] = exp(s[j] - m) for j < n; returns the sum.
+__attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(p + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
+  return sum;
+}
+
+inline float exp_shift(const float* s, float* p, int n, float m) {
+  if (have_avx2()) return exp_shift_avx2(s, p, n, m);
+  float sum = 0;
+  for (int j = 0; j < n; ++j) sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
+  return sum;
 }
 
 }  // namespace attnkit::kernels::simd

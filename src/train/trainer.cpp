@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -19,6 +18,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/eval/metrics.h"
+#include "attnkit/kernels/loss.h"
 
 namespace attnkit::train {
 namespace fs = std::filesystem;
@@ -168,12 +168,37 @@ void load_checkpoint_weights(Seq2Seq& model, const std::string& path) {
   }
 }
 
-at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing) {
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing,
+                         bool fused) {
+  if (fused) {
+    auto per_token = kernels::label_smoothed_cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), smoothing,
+        data::Vocab::kPad);  // [B * T]
+    return per_token.sum() / (target != data::Vocab::kPad).sum().clamp_min(1);
+  }
   auto log_probs = at::log_softmax(logits, -1);                        // [B, T, V]
   auto nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1);  // [B, T]
   auto loss = smoothing > 0 ? (1 - smoothing) * nll - smoothing * log_probs.mean(-1) : nll;
   auto mask = (target != data::Vocab::kPad).to(loss.scalar_type());
   return (loss * mask).sum() / mask.sum().clamp_min(1);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  double squares = 0;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    const double n = grads.back().norm().item<double>();
+    squares += n * n;
+  }
+  const double norm = std::sqrt(squares);
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {
+    at::NoGradGuard no_grad;
+    for (auto& g : grads) g.mul_(scale);
+  }
+  return norm;
 }
 
 TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
@@ -314,7 +339,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
         objective.backward();
       }
       if (reducer) reducer->finish();
-      if (o.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.clip);
+      if (o.clip > 0) clip_grad_norm(model->parameters(), o.clip);
       optimizer.step();
       ++p.step;
       ++result.steps;

@@ -63,8 +63,15 @@ TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& con
 // The latest weights in a training checkpoint (model_dir/checkpoint.pt), rather than the best.
 void load_checkpoint_weights(seq2seq::Seq2Seq& model, const std::string& checkpoint_path);
 
-// Mean label-smoothed cross-entropy over the non-padding target tokens.
+// Mean label-smoothed cross-entropy over the non-padding target tokens. logits [B, T, V],
+// target [B, T]. fused: kernels::label_smoothed_cross_entropy; false: the composite reference
+// (log_softmax, gather, mean).
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target,
-                         double label_smoothing);
+                         double label_smoothing, bool fused = true);
+
+// Scales all gradients by min(1, max_norm / their global L2 norm), as
+// torch::nn::utils::clip_grad_norm_ does, in place and without its per-parameter dtype round
+// trips; returns the norm before clipping.
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
 
 }  // namespace attnkit::train

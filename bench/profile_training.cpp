@@ -1,0 +1,45 @@
+// Where a training step's time goes: runs the benchmark model (GRU 256, embed 128, Bahdanau
+// attention, input feeding, batch 64, vocabularies of the zh_CN gettext corpus) on random
+// batches and writes LibTorch's per-op trace (chrome://tracing JSON). bench/profile_ops.py
+// sums it by op.
+//   attnkit_profile_training trace.json [threads]
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/optim/adam.h>
+
+#include <iostream>
+
+#include "attnkit/core/info.h"
+#include "attnkit/seq2seq/model.h"
+#include "attnkit/train/trainer.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: attnkit_profile_training trace.json [threads]\n";
+    return 2;
+  }
+  attnkit::tune_allocator();
+  attnkit::set_threads(argc > 2 ? std::stoi(argv[2]) : 0, attnkit::ThreadPolicy::Blas);
+  at::manual_seed(0);
+  const int64_t B = 64, S = 12, T = 12, V_src = 4690, V_tgt = 2782;
+  attnkit::seq2seq::Seq2Seq model(attnkit::seq2seq::Seq2SeqOptions(V_src, V_tgt));
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  auto step = [&] {
+    auto lengths = at::randint(4, S + 1, {B}, at::kLong);
+    auto source = at::randint(4, V_src, {B, S}, at::kLong);
+    auto target = at::randint(4, V_tgt, {B, T + 1}, at::kLong);
+    optimizer.zero_grad();
+    auto out = model->forward(source, lengths, target.narrow(1, 0, T));
+    auto loss = attnkit::train::sequence_loss(out.logits, target.narrow(1, 1, T), 0.1);
+    loss.backward();
+    attnkit::train::clip_grad_norm(model->parameters(), 1.0);
+    optimizer.step();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  {
+    torch::autograd::profiler::RecordProfile guard(argv[1]);
+    for (int i = 0; i < 5; ++i) step();
+  }
+  return 0;
+}

@@ -1,0 +1,109 @@
+// The fused kernels of a training step besides the GRU: the attention context and the
+// label-smoothed loss, each against its composite reference and finite differences; and
+// gradient clipping against torch::nn::utils::clip_grad_norm_.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "attnkit/kernels/context.h"
+#include "attnkit/kernels/loss.h"
+#include "attnkit/train/trainer.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using testing::close;
+using testing::gradcheck;
+
+TEST(ContextKernel, MatchesMatmulInValuesAndGradients) {
+  at::manual_seed(11);
+  auto w = at::softmax(at::randn({4, 2, 7}), -1);
+  w.index_put_({1, 0, at::indexing::Slice(3)}, 0);  // masked keys
+  w.requires_grad_();
+  auto v = at::randn({4, 7, 13}).requires_grad_();
+  auto g = at::randn({4, 2, 13});
+  auto expected = at::matmul(w, v);
+  auto actual = kernels::attention_context(w, v);
+  EXPECT_TRUE(close(actual, expected));
+  auto eg = torch::autograd::grad({expected}, {w, v}, {g});
+  auto ag = torch::autograd::grad({actual}, {w, v}, {g});
+  EXPECT_TRUE(close(ag[0], eg[0]));
+  EXPECT_TRUE(close(ag[1], eg[1]));
+}
+
+TEST(ContextKernel, GradientsMatchFiniteDifferences) {
+  at::manual_seed(12);
+  auto w = at::rand({2, 1, 5}, at::kDouble).requires_grad_();
+  auto v = at::randn({2, 5, 3}, at::kDouble).requires_grad_();
+  auto none = at::zeros({1}, at::kDouble);
+  EXPECT_TRUE(gradcheck([&] { return testing::projection_loss(kernels::attention_context(w, v), none, 1); },
+                        {w, v}));
+}
+
+TEST(LossKernel, SequenceLossMatchesTheCompositeReference) {
+  at::manual_seed(13);
+  const int64_t B = 3, T = 4, V = 11;
+  auto target = at::randint(1, V, {B, T}, at::kLong);
+  target.index_put_({0, at::indexing::Slice(2)}, 0);  // padding
+  for (double eps : {0.0, 0.1}) {
+    auto logits = (at::randn({B, T, V}) * 3).requires_grad_();
+    auto expected = train::sequence_loss(logits, target, eps, /*fused=*/false);
+    auto actual = train::sequence_loss(logits, target, eps, /*fused=*/true);
+    EXPECT_TRUE(close(actual, expected)) << "eps " << eps;
+    auto eg = torch::autograd::grad({expected}, {logits});
+    auto ag = torch::autograd::grad({actual}, {logits});
+    EXPECT_TRUE(close(ag[0], eg[0], 1e-6, 1e-5)) << "eps " << eps;
+    // Padding positions get no gradient at all.
+    EXPECT_EQ(ag[0][0][3].abs().max().item<float>(), 0.f);
+  }
+}
+
+TEST(LossKernel, GradientsMatchFiniteDifferences) {
+  at::manual_seed(14);
+  auto logits = at::randn({5, 6}, at::kDouble).requires_grad_();
+  auto target = at::tensor({1, 0, 5, 2, 3}, at::kLong);
+  auto none = at::zeros({1}, at::kDouble);
+  EXPECT_TRUE(gradcheck(
+      [&] {
+        return testing::projection_loss(kernels::label_smoothed_cross_entropy(logits, target, 0.2, 0), none, 2);
+      },
+      {logits}));
+}
+
+TEST(LossKernel, LargeLogitsStayFinite) {
+  auto logits = at::tensor({1e4f, -1e4f, 0.f, -88.f, 88.f, 50.f}).view({2, 3}).requires_grad_();
+  auto loss = kernels::label_smoothed_cross_entropy(logits, at::tensor({1, 0}, at::kLong), 0.1, -1);
+  loss.sum().backward();
+  EXPECT_TRUE(at::isfinite(loss).all().item<bool>());
+  EXPECT_TRUE(at::isfinite(logits.grad()).all().item<bool>());
+  EXPECT_NEAR(loss[0].item<float>(), 0.9 * 2e4 + 0.1 * (1e4 - 0), 1.0);
+}
+
+TEST(LossKernel, RejectsTargetsOutsideTheVocabulary) {
+  EXPECT_THROW(kernels::label_smoothed_cross_entropy(at::zeros({2, 3}), at::tensor({1, 3}, at::kLong), 0.1, 0),
+               c10::Error);
+}
+
+TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
+  at::manual_seed(15);
+  for (double max_norm : {0.5, 100.0}) {
+    std::vector<at::Tensor> a, b;
+    for (auto shape : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{7}}) {
+      auto g = at::randn(shape);
+      a.push_back(at::zeros(shape).requires_grad_());
+      b.push_back(at::zeros(shape).requires_grad_());
+      a.back().mutable_grad() = g.clone();
+      b.back().mutable_grad() = g.clone();
+    }
+    const double expected = torch::nn::utils::clip_grad_norm_(b, max_norm);
+    const double actual = train::clip_grad_norm(a, max_norm);
+    EXPECT_NEAR(actual, expected, 1e-5 * expected);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(a[i].grad(), b[i].grad(), 1e-6, 1e-6));
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
