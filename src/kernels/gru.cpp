@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "blas.h"
 #include "simd.h"
 
 namespace attnkit::kernels {
@@ -85,6 +86,22 @@ void gates_backward_row(const T* save, const T* h, const T* g, T* dgi, T* dgh, T
   }
 }
 
+// gh[rows, 3H] = h[rows, H] W_hh^T + b_hh, straight to BLAS for float32: GEMV for a single
+// sentence, and no dispatcher on the per-step loop.
+template <typename T>
+void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const at::Tensor& b_hh, T* gh) {
+  const int64_t G = w_hh.size(0), H = w_hh.size(1);
+  if constexpr (std::is_same_v<T, float>) {
+    const float* bias = b_hh.data_ptr<float>();
+    for (int64_t b = 0; b < rows; ++b) std::copy(bias, bias + G, gh + b * G);
+    blas::linear(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(), static_cast<int>(G),
+                 gh, /*accumulate=*/true);
+  } else {
+    auto out = at::from_blob(gh, {rows, G}, w_hh.options());
+    at::addmm_out(out, b_hh, at::from_blob(const_cast<T*>(h), {rows, H}, w_hh.options()), w_hh.t());
+  }
+}
+
 void check_weights(const at::Tensor& h, const at::Tensor& w_hh, const at::Tensor& b_hh,
                    const char* who) {
   const int64_t H = h.size(-1);
@@ -154,8 +171,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
         int64_t rows = 0;
         while (rows < B && lengths[rows] > t) ++rows;
         if (rows == 0) continue;
-        auto gh_rows = gh.narrow(0, 0, rows);
-        at::addmm_out(gh_rows, b_hh, h.narrow(0, 0, rows), w_hh.t());
+        recurrent_product<scalar_t>(Hs, rows, w_hh, b_hh, G);
         for (int64_t b = 0; b < rows; ++b) {
           scalar_t* hb = Hs + b * H;
           std::copy(hb, hb + H, P + (b * T + t) * H);

@@ -108,6 +108,18 @@ inline void tanh_backward(const float* a, const float* b, const float* v, float 
   }
 }
 
+// x[i] = tanh(x[i]) for i < n.
+__attribute__((target("avx2,fma"))) inline void tanh_inplace_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, tanh256(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) x[i] = std::tanh(x[i]);
+}
+
+inline void tanh_inplace(float* x, int64_t n) {
+  if (have_avx2()) return tanh_inplace_avx2(x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+}
+
 // p[j] = exp(s[j] - m) for j < n; returns the sum.
 __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n, float m) {
   const __m256 vm = _mm256_set1_ps(m);

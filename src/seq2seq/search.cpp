@@ -7,8 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "attnkit/data/vocab.h"
+#include "attnkit/seq2seq/fused_step.h"
 
 namespace attnkit::seq2seq {
 namespace {
@@ -29,6 +31,21 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
   return out;
 }
 
+// The decoder step a search runs: FusedStep when allowed, else the module's own.
+class Stepper {
+ public:
+  Stepper(Seq2Seq& model, const SearchOptions& o) : decoder_(model->decoder) {
+    if (o.fused && FusedStep::supports(decoder_)) fused_.emplace(decoder_);
+  }
+  StepOutput operator()(const at::Tensor& tokens, DecoderState& state) {
+    return fused_ ? fused_->step(tokens, state) : decoder_->step(tokens, state);
+  }
+
+ private:
+  Decoder decoder_;
+  std::optional<FusedStep> fused_;
+};
+
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
@@ -40,13 +57,14 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
   auto state = model->decoder->start(model->encoder->forward(source, lengths));
+  Stepper step(model, o);
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<Hypothesis> hyps(batch);
   std::vector<std::vector<at::Tensor>> attention(batch);
   std::vector<int64_t> active(batch);  // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
-    auto out = model->decoder->step(tokens, state);
+    auto out = step(tokens, state);
     auto [best, index] = at::log_softmax(out.logits, -1).max(-1);  // [A]
     std::vector<int64_t> keep_rows, still_active;
     for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
@@ -91,6 +109,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   // Every sentence starts as k copies; only the first is live, so the first step does not
   // pick the same token k times.
   auto encoded = model->encoder->forward(source, lengths);
+  Stepper step(model, o);
   auto state = model->decoder->start(encoded).select(
       at::arange(batch, at::kLong).repeat_interleave(k));  // [A * k] rows, A = active sentences
   const double neg_inf = -std::numeric_limits<double>::infinity();
@@ -107,7 +126,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
 
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
-    auto out = model->decoder->step(tokens, state);
+    auto out = step(tokens, state);
     const int64_t vocab = out.logits.size(-1);
     auto log_probs = at::log_softmax(out.logits, -1).to(at::kDouble).view({rows, k, vocab});
     auto total = (scores.unsqueeze(-1) + log_probs).view({rows, k * vocab});

@@ -15,6 +15,8 @@ struct SearchOptions {
   double max_length_ratio = 2.0;  // at most ratio * source length + max_length_extra tokens
   int64_t max_length_extra = 5;
   int64_t nbest = 1;
+  // Decode with FusedStep where the model's configuration allows; false: DecoderImpl::step.
+  bool fused = true;
 };
 
 struct Hypothesis {

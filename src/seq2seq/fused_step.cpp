@@ -1,0 +1,163 @@
+#include "attnkit/seq2seq/fused_step.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../kernels/blas.h"
+#include "../kernels/simd.h"
+#include "attnkit/kernels/gru.h"
+
+namespace attnkit::seq2seq {
+namespace {
+
+at::Tensor frozen(const at::Tensor& t) { return t.detach().contiguous(); }
+
+float tanh_dot(const float* a, const float* b, const float* v, int64_t n) {
+  if (kernels::simd::have_avx2()) return kernels::simd::tanh_dot_avx2(a, b, v, n);
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
+  return acc;
+}
+
+// y[rows, out] = bias + x W^T
+void affine(const float* x, int64_t rows, int64_t in, const at::Tensor& w, const at::Tensor& b,
+            float* y, int64_t ldx = 0) {
+  const int64_t out = w.size(0);
+  const float* bias = b.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
+  kernels::blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.data_ptr<float>(),
+                        static_cast<int>(out), y, /*accumulate=*/true, static_cast<int>(ldx));
+}
+
+}  // namespace
+
+bool FusedStep::supports(const Decoder& d) {
+  const auto& o = d->options;
+  if (!o.attention() || o.weighting() != WeightingKind::Soft) return false;
+  if (o.score() != ScoreKind::Additive && o.score() != ScoreKind::Bahdanau) return false;
+  const auto& score = d->attention->score;
+  if (!score->linear || score->linear->options.bias() == false) return false;
+  for (const auto& p : d->parameters())
+    if (p.scalar_type() != at::kFloat || !p.device().is_cpu()) return false;
+  return true;
+}
+
+FusedStep::FusedStep(const Decoder& d) : options_(d->options) {
+  TORCH_CHECK(supports(d), "FusedStep: this decoder's configuration needs the reference step");
+  embedding_ = frozen(d->embedding->weight);
+  const auto weights = d->gru->all_weights();
+  for (int64_t l = 0; l < options_.layers(); ++l)
+    layers_.push_back({frozen(weights[4 * l]), frozen(weights[4 * l + 1]), frozen(weights[4 * l + 2]),
+                       frozen(weights[4 * l + 3])});
+  const auto& score = d->attention->score;
+  w_query_ = frozen(score->linear->weight.narrow(1, 0, options_.hidden_size()));
+  v_ = score->v ? frozen(score->v->weight.reshape({-1})) : at::ones({w_query_.size(0)});
+  w_combine_ = frozen(d->combine->weight);
+  b_combine_ = frozen(d->combine->bias);
+  w_output_ = frozen(d->output->weight);
+  b_output_ = frozen(d->output->bias);
+}
+
+StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
+  const auto tokens = tokens_in.to(at::kLong).contiguous();
+  const int64_t N = tokens.size(0), H = options_.hidden_size(), E = options_.embed_size();
+  const int64_t S = s.memory.size(1), Hm = s.memory.size(2), A = w_query_.size(0);
+  const int64_t V = w_output_.size(0);
+  TORCH_CHECK(s.hidden.size(1) == N && s.memory.size(0) == N && s.keys.size(2) == A,
+              "FusedStep: the state's rows do not match the ", N, " tokens");
+  const auto memory = s.memory.contiguous(), keys = s.keys.contiguous();
+  const auto mask = s.mask.defined() ? s.mask.expand({N, 1, S}).contiguous() : at::Tensor();
+  const auto hidden = s.hidden.contiguous();
+  const int64_t in = E + (options_.input_feeding() ? H : 0);
+  input_.resize(N * in);
+  gi_.resize(N * 3 * H);
+  gh_.resize(N * 3 * H);
+  query_.resize(N * A);
+  combine_in_.resize(N * (H + Hm));
+
+  // [embedding; feed] -> input [N, in]
+  const int64_t* tok = tokens.data_ptr<int64_t>();
+  const float* emb = embedding_.data_ptr<float>();
+  const auto feed_in = options_.input_feeding() ? s.feed.contiguous() : at::Tensor();
+  for (int64_t n = 0; n < N; ++n) {
+    TORCH_CHECK(tok[n] >= 0 && tok[n] < embedding_.size(0), "FusedStep: token id ", tok[n],
+                " is outside the target vocabulary");
+    std::copy(emb + tok[n] * E, emb + (tok[n] + 1) * E, input_.data() + n * in);
+    if (options_.input_feeding())
+      std::copy(feed_in.data_ptr<float>() + n * H, feed_in.data_ptr<float>() + (n + 1) * H,
+                input_.data() + n * in + E);
+  }
+
+  // GRU layers: [L, N, H]
+  auto new_hidden = at::empty({options_.layers(), N, H});
+  const float* x = input_.data();
+  int64_t x_width = in;
+  for (int64_t l = 0; l < options_.layers(); ++l) {
+    const auto& w = layers_[l];
+    const float* h = hidden.data_ptr<float>() + l * N * H;
+    float* h_out = new_hidden.data_ptr<float>() + l * N * H;
+    affine(x, N, x_width, w.w_ih, w.b_ih, gi_.data());
+    affine(h, N, H, w.w_hh, w.b_hh, gh_.data());
+    kernels::gru_gates(gi_.data(), gh_.data(), h, h_out, N, H);
+    x = h_out;
+    x_width = H;
+  }
+  const float* top = x;  // [N, H]
+
+  // Scores, masked softmax and context: the query half of the score's linear layer (the key
+  // half and its bias are in s.keys).
+  kernels::blas::linear(top, static_cast<int>(N), static_cast<int>(H), w_query_.data_ptr<float>(),
+                        static_cast<int>(A), query_.data(), /*accumulate=*/false);
+  auto weights = at::zeros({N, S});
+  const float *K = keys.data_ptr<float>(), *M = memory.data_ptr<float>(), *v = v_.data_ptr<float>();
+  const bool* keep = mask.defined() ? mask.data_ptr<bool>() : nullptr;
+  float* W = weights.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    float* w = W + n * S;
+    float best = -std::numeric_limits<float>::infinity();
+    bool any = false;
+    for (int64_t j = 0; j < S; ++j) {
+      if (keep && !keep[n * S + j]) continue;
+      w[j] = tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
+      best = any ? std::max(best, w[j]) : w[j];
+      any = true;
+    }
+    float* c = combine_in_.data() + n * (H + Hm);
+    std::copy(top + n * H, top + (n + 1) * H, c);
+    float* ctx = c + H;
+    std::fill(ctx, ctx + Hm, 0.f);
+    if (!any) continue;  // nothing to attend to: zero weights and context, as the reference
+    float total = 0;
+    for (int64_t j = 0; j < S; ++j) {
+      if (keep && !keep[n * S + j]) continue;
+      total += (w[j] = std::exp(w[j] - best));
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      if (w[j] == 0.f) continue;
+      w[j] /= total;
+      const float* m = M + (n * S + j) * Hm;
+      for (int64_t d = 0; d < Hm; ++d) ctx[d] += w[j] * m[d];
+    }
+  }
+
+  // feed = tanh(W_c [h; context] + b_c), logits = W_o feed + b_o
+  auto feed = at::empty({N, 1, H});
+  float* f = feed.data_ptr<float>();
+  affine(combine_in_.data(), N, H + Hm, w_combine_, b_combine_, f);
+  kernels::simd::tanh_inplace(f, N * H);
+  auto logits = at::empty({N, V});
+  affine(f, N, H, w_output_, b_output_, logits.data_ptr<float>());
+
+  s.hidden = new_hidden;
+  s.feed = feed;
+  StepOutput out;
+  out.logits = logits;
+  out.feed = feed;
+  out.attention = weights;
+  return out;
+}
+
+}  // namespace attnkit::seq2seq

@@ -1,0 +1,96 @@
+// FusedStep, the inference decoder step on raw buffers, against DecoderImpl::step (the
+// reference), step by step and through the greedy and beam searches.
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include "attnkit/seq2seq/fused_step.h"
+#include "attnkit/seq2seq/search.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using seq2seq::Seq2Seq;
+using seq2seq::Seq2SeqOptions;
+using testing::close;
+
+struct Case {
+  ScoreKind score;
+  int64_t layers;
+  bool input_feeding;
+};
+
+Seq2Seq make_model(const Case& c) {
+  at::manual_seed(21);
+  Seq2Seq model(Seq2SeqOptions(17, 19).embed_size(10).hidden_size(16).layers(c.layers)
+                    .score(c.score).input_feeding(c.input_feeding).dropout(0.3));
+  model->eval();
+  return model;
+}
+
+TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
+  for (const Case& c : {Case{ScoreKind::Bahdanau, 1, true}, Case{ScoreKind::Additive, 2, true},
+                        Case{ScoreKind::Bahdanau, 2, false}}) {
+    SCOPED_TRACE(to_string(c.score) + ", " + std::to_string(c.layers) + " layers");
+    auto model = make_model(c);
+    ASSERT_TRUE(seq2seq::FusedStep::supports(model->decoder));
+    c10::InferenceMode inference;
+    auto source = at::randint(1, 17, {3, 6}, at::kLong);
+    auto lengths = at::tensor({6, 2, 4}, at::kLong);
+    auto reference = model->decoder->start(model->encoder->forward(source, lengths));
+    auto state = reference;
+    // A row with nothing to attend to gets zero weights and context, never NaN.
+    reference.mask = state.mask = state.mask.clone().index_put_({1}, false);
+    seq2seq::FusedStep fused(model->decoder);
+    auto tokens = at::tensor({1, 5, 9}, at::kLong);
+    for (int t = 0; t < 4; ++t) {
+      auto expected = model->decoder->step(tokens, reference);
+      auto actual = fused.step(tokens, state);
+      EXPECT_TRUE(close(actual.logits, expected.logits)) << "step " << t;
+      EXPECT_TRUE(close(actual.attention, expected.attention)) << "step " << t;
+      EXPECT_TRUE(close(actual.feed, expected.feed)) << "step " << t;
+      EXPECT_TRUE(close(state.hidden, reference.hidden)) << "step " << t;
+      EXPECT_EQ(actual.attention[1].abs().sum().item<float>(), 0.f);
+      EXPECT_TRUE(at::isfinite(actual.logits).all().item<bool>());
+      tokens = expected.logits.argmax(-1);
+    }
+  }
+}
+
+TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
+  auto model = make_model({ScoreKind::Bahdanau, 1, true});
+  auto source = at::randint(1, 17, {4, 5}, at::kLong);
+  auto lengths = at::tensor({5, 3, 1, 4}, at::kLong);
+  for (int64_t beam : {1, 3}) {
+    seq2seq::SearchOptions o;
+    o.beam_size = beam;
+    o.nbest = beam;
+    o.fused = false;
+    auto expected = seq2seq::search(model, source, lengths, o);
+    o.fused = true;
+    auto actual = seq2seq::search(model, source, lengths, o);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t b = 0; b < expected.size(); ++b) {
+      ASSERT_EQ(actual[b].size(), expected[b].size()) << "beam " << beam;
+      for (size_t h = 0; h < expected[b].size(); ++h) {
+        EXPECT_EQ(actual[b][h].tokens, expected[b][h].tokens) << "beam " << beam << ", sentence " << b;
+        EXPECT_NEAR(actual[b][h].score, expected[b][h].score, 1e-4);
+        EXPECT_TRUE(close(actual[b][h].attention, expected[b][h].attention));
+      }
+    }
+  }
+}
+
+TEST(FusedStep, OtherConfigurationsKeepTheReferenceStep) {
+  at::manual_seed(22);
+  for (auto model : {Seq2Seq(Seq2SeqOptions(5, 5).score(ScoreKind::ScaledDot).hidden_size(8).embed_size(4)
+                                 .bidirectional(false)),
+                     Seq2Seq(Seq2SeqOptions(5, 5).weighting(WeightingKind::Hard).hidden_size(8).embed_size(4)),
+                     Seq2Seq(Seq2SeqOptions(5, 5).attention(false).hidden_size(8).embed_size(4))})
+    EXPECT_FALSE(seq2seq::FusedStep::supports(model->decoder));
+}
+
+}  // namespace
+}  // namespace attnkit
