@@ -115,6 +115,14 @@ DecoderState DecoderState::select(const at::Tensor& index) const {
           mask.index_select(0, index),   summary.index_select(0, index)};
 }
 
+DecoderState DecoderState::reorder_beams(const at::Tensor& origin,
+                                         const at::Tensor& source_rows) const {
+  DecoderState s = source_rows.defined() ? select(source_rows) : *this;
+  s.hidden = hidden.index_select(1, origin);
+  s.feed = feed.index_select(0, origin);
+  return s;
+}
+
 DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
     : options(o),
       embedding(EmbeddingOptions(o.target_vocab(), o.embed_size()).padding_idx(0)),

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "attnkit/data/vocab.h"
+#include "../kernels/simd.h"
 #include "attnkit/seq2seq/fused_step.h"
 
 namespace attnkit::seq2seq {
@@ -29,6 +30,49 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
     out.push_back(static_cast<int64_t>(std::ceil(o.max_length_ratio * l[i].item<int64_t>())) +
                   o.max_length_extra);
   return out;
+}
+
+struct Candidate {
+  double score;  // the beam's log-probability plus the token's
+  int64_t beam, token;
+};
+
+// The best `want` one-token extensions of a sentence's k beams, best first. logits [k, V];
+// beams scored -inf are dead. A beam's log-probabilities are its logits minus one log-sum-exp,
+// so its best tokens are its largest logits; and any of the best `want` extensions overall is
+// among its own beam's best `want`. So each beam contributes its `want` largest logits (one
+// pass), and only those k * want candidates are ranked: no [k, V] log-probabilities in double
+// and no top-k over k * V, as the composite version needed.
+std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
+                                       const double* beam_scores, int64_t want,
+                                       std::vector<float>& scratch) {
+  std::vector<Candidate> all;
+  std::vector<std::pair<float, int64_t>> top;  // ascending by logit, at most `want`
+  scratch.resize(vocab);
+  for (int64_t i = 0; i < k; ++i) {
+    if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
+    const float* x = logits + i * vocab;
+    const float mx = *std::max_element(x, x + vocab);
+    const float lse =
+        mx + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), mx));
+    top.clear();
+    for (int64_t j = 0; j < vocab; ++j) {
+      if (static_cast<int64_t>(top.size()) == want && x[j] <= top.front().first) continue;
+      if (static_cast<int64_t>(top.size()) == want) top.erase(top.begin());
+      top.insert(std::upper_bound(top.begin(), top.end(), std::pair{x[j], -j},
+                                  [](const auto& a, const auto& b) { return a.first < b.first; }),
+                 {x[j], j});
+    }
+    for (const auto& [value, token] : top)
+      all.push_back({beam_scores[i] + static_cast<double>(value - lse), i, token});
+  }
+  // Best first; ties go to the lower beam, then the lower token id.
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
+  });
+  if (static_cast<int64_t>(all.size()) > want) all.resize(want);
+  return all;
 }
 
 // The decoder step a search runs: FusedStep when allowed, else the module's own.
@@ -113,8 +157,9 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   auto state = model->decoder->start(encoded).select(
       at::arange(batch, at::kLong).repeat_interleave(k));  // [A * k] rows, A = active sentences
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  auto scores = at::full({batch, k}, neg_inf, at::kDouble);  // [A, k]
-  scores.select(1, 0).fill_(0);
+  std::vector<double> scores(batch * k, neg_inf);  // [A, k]: each beam's log-probability
+  for (int64_t b = 0; b < batch; ++b) scores[b * k] = 0;
+  std::vector<float> scratch;
   auto tokens = at::full({batch * k}, Vocab::kSos, at::kLong);
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
@@ -127,14 +172,11 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
     auto out = step(tokens, state);
-    const int64_t vocab = out.logits.size(-1);
-    auto log_probs = at::log_softmax(out.logits, -1).to(at::kDouble).view({rows, k, vocab});
-    auto total = (scores.unsqueeze(-1) + log_probs).view({rows, k * vocab});
+    const auto logits = out.logits.to(at::kFloat).contiguous();  // [rows * k, V]
+    const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
-    auto [top_scores, top_index] = total.topk(std::min(2 * k, k * vocab), -1);
-    auto attention = out.attention.view({rows, k, -1});
-
-    std::vector<int64_t> still_active, origin, next_token;
+    const int64_t want = std::min(2 * k, k * vocab);
+    std::vector<int64_t> still_active, origin, next_token, source_rows;
     std::vector<double> next_scores;
     for (int64_t a = 0; a < rows; ++a) {
       const int64_t b = active[a];
@@ -143,14 +185,15 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       int64_t live = 0;
       std::vector<int64_t> my_origin, my_tokens;
       std::vector<double> my_scores;
-      for (int64_t c = 0; c < top_index.size(1) && live < k; ++c) {
-        const double score = top_scores[a][c].item<double>();
-        if (score == neg_inf) break;
-        const int64_t flat = top_index[a][c].item<int64_t>();
-        const int64_t beam = flat / vocab, token = flat % vocab;
+      const auto candidates = best_extensions(logits.data_ptr<float>() + a * k * vocab, k, vocab,
+                                              scores.data() + a * k, want, scratch);
+      for (const Candidate& c : candidates) {
+        if (live >= k) break;
+        const double score = c.score;
+        const int64_t beam = c.beam, token = c.token;
         auto seq = seqs[b][beam];
         auto att = attns[b][beam];
-        att.push_back(attention[a][beam]);
+        att.push_back(out.attention.select(0, a * k + beam));
         if (token == Vocab::kEos || t + 1 >= limits[b]) {
           if (token != Vocab::kEos) seq.push_back(token);
           Hypothesis h;
@@ -178,6 +221,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
         my_scores.push_back(neg_inf);
       }
       still_active.push_back(b);
+      for (int64_t i = 0; i < k; ++i) source_rows.push_back(a * k + i);
       origin.insert(origin.end(), my_origin.begin(), my_origin.end());
       next_token.insert(next_token.end(), my_tokens.begin(), my_tokens.end());
       next_scores.insert(next_scores.end(), my_scores.begin(), my_scores.end());
@@ -186,9 +230,13 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
     }
     active = std::move(still_active);
     if (active.empty()) break;
-    state = state.select(at::tensor(origin, at::kLong));
+    // Every beam of a sentence reads the same source rows, so those move only when sentences
+    // leave the batch.
+    const bool compacted = static_cast<int64_t>(active.size()) != rows;
+    state = state.reorder_beams(at::tensor(origin, at::kLong),
+                                compacted ? at::tensor(source_rows, at::kLong) : at::Tensor());
     tokens = at::tensor(next_token, at::kLong);
-    scores = at::tensor(next_scores, at::kDouble).view({static_cast<int64_t>(active.size()), k});
+    scores = std::move(next_scores);
   }
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {

@@ -78,6 +78,10 @@ struct DecoderState {
   at::Tensor mask;     // [N, 1, S]
   at::Tensor summary;  // [N, Hm]
   DecoderState select(const at::Tensor& index) const;  // rows `index` of every field
+  // Beam search's reorder: hidden and feed take rows `origin`; the source fields (memory, keys,
+  // mask, summary), equal for every beam of a sentence, take rows `source_rows`, or stay as
+  // they are when it is undefined.
+  DecoderState reorder_beams(const at::Tensor& origin, const at::Tensor& source_rows) const;
 };
 
 struct StepOutput {
