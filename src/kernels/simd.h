@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -106,6 +107,28 @@ inline void tanh_backward(const float* a, const float* b, const float* v, float 
     db[i] += d;
     dv[i] += g * t;
   }
+}
+
+// max_i x[i] for n >= 1.
+__attribute__((target("avx2,fma"))) inline float max_avx2(const float* x, int64_t n) {
+  int64_t i = 0;
+  float best = x[0];
+  if (n >= 8) {
+    __m256 m = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    const __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    const __m128 q = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    best = _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps(q, q, 1)));
+  }
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+inline float max_of(const float* x, int64_t n) {
+  if (have_avx2()) return max_avx2(x, n);
+  float best = x[0];
+  for (int64_t i = 1; i < n; ++i) best = std::max(best, x[i]);
+  return best;
 }
 
 // x[i] = tanh(x[i]) for i < n.

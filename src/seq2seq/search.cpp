@@ -52,16 +52,18 @@ std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t v
   for (int64_t i = 0; i < k; ++i) {
     if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
     const float* x = logits + i * vocab;
-    const float mx = *std::max_element(x, x + vocab);
+    const float mx = kernels::simd::max_of(x, vocab);
     const float lse =
         mx + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), mx));
     top.clear();
+    float threshold = -std::numeric_limits<float>::infinity();  // the smallest kept, once full
     for (int64_t j = 0; j < vocab; ++j) {
-      if (static_cast<int64_t>(top.size()) == want && x[j] <= top.front().first) continue;
+      if (x[j] <= threshold) continue;
       if (static_cast<int64_t>(top.size()) == want) top.erase(top.begin());
       top.insert(std::upper_bound(top.begin(), top.end(), std::pair{x[j], -j},
                                   [](const auto& a, const auto& b) { return a.first < b.first; }),
                  {x[j], j});
+      if (static_cast<int64_t>(top.size()) == want) threshold = top.front().first;
     }
     for (const auto& [value, token] : top)
       all.push_back({beam_scores[i] + static_cast<double>(value - lse), i, token});
