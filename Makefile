@@ -7,7 +7,7 @@ JOBS ?= 2
 # ccache needs these to reuse objects built with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all setup configure build demo test bench format clean
+.PHONY: all setup configure build demo test bench performance format clean
 
 all: build
 
@@ -30,6 +30,9 @@ test: build
 
 bench: build
 	/usr/bin/python3 bench/compare_pytorch.py --build-dir $(BUILD_DIR)
+
+performance: build
+	/usr/bin/python3 bench/performance.py --build-dir $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')

@@ -119,18 +119,22 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --threads=N is ours; take it out before Google Benchmark parses the rest.
+  // --threads=N and --blas (ThreadPolicy::Blas) are ours; take them out before Google
+  // Benchmark parses the rest.
   int threads = 1;
+  auto policy = attnkit::ThreadPolicy::IntraOp;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0)
       threads = std::stoi(argv[i] + 10);
+    else if (std::strcmp(argv[i], "--blas") == 0)
+      policy = attnkit::ThreadPolicy::Blas;
     else
       argv[kept++] = argv[i];
   }
   argc = kept;
   attnkit::tune_allocator();
-  attnkit::set_threads(threads);
+  attnkit::set_threads(threads, policy);
   register_all();
   benchmark::Initialize(&argc, argv);
   benchmark::ReportUnrecognizedArguments(argc, argv);

@@ -257,10 +257,18 @@ def main():
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--beam", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--thread-policy", choices=["intra-op", "blas"], default="blas",
+                    help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
+                         "OpenBLAS (PyTorch ops at 1), as attnkit's ThreadPolicy")
     args = ap.parse_args()
-    # The same BLAS policy as attnkit (single-threaded BLAS inside the intra-op pool).
+    # OpenMP and OpenBLAS both busy-wait; only one of them may have more than one thread.
     import ctypes
-    ctypes.CDLL("libblas.so.3").openblas_set_num_threads(1)
+    blas = ctypes.CDLL("libblas.so.3")
+    if args.thread_policy == "blas":
+        blas.openblas_set_num_threads(args.threads)
+        args.threads = 1
+    else:
+        blas.openblas_set_num_threads(1)
     train(args) if args.command == "train" else translate(args)
 
 

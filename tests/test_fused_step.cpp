@@ -24,8 +24,13 @@ struct Case {
 
 Seq2Seq make_model(const Case& c) {
   at::manual_seed(21);
-  Seq2Seq model(Seq2SeqOptions(17, 19).embed_size(10).hidden_size(16).layers(c.layers)
-                    .score(c.score).input_feeding(c.input_feeding).dropout(0.3));
+  Seq2Seq model(Seq2SeqOptions(17, 19)
+                    .embed_size(10)
+                    .hidden_size(16)
+                    .layers(c.layers)
+                    .score(c.score)
+                    .input_feeding(c.input_feeding)
+                    .dropout(0.3));
   model->eval();
   return model;
 }
@@ -75,7 +80,8 @@ TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
     for (size_t b = 0; b < expected.size(); ++b) {
       ASSERT_EQ(actual[b].size(), expected[b].size()) << "beam " << beam;
       for (size_t h = 0; h < expected[b].size(); ++h) {
-        EXPECT_EQ(actual[b][h].tokens, expected[b][h].tokens) << "beam " << beam << ", sentence " << b;
+        EXPECT_EQ(actual[b][h].tokens, expected[b][h].tokens)
+            << "beam " << beam << ", sentence " << b;
         EXPECT_NEAR(actual[b][h].score, expected[b][h].score, 1e-4);
         EXPECT_TRUE(close(actual[b][h].attention, expected[b][h].attention));
       }
@@ -85,10 +91,14 @@ TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
 
 TEST(FusedStep, OtherConfigurationsKeepTheReferenceStep) {
   at::manual_seed(22);
-  for (auto model : {Seq2Seq(Seq2SeqOptions(5, 5).score(ScoreKind::ScaledDot).hidden_size(8).embed_size(4)
-                                 .bidirectional(false)),
-                     Seq2Seq(Seq2SeqOptions(5, 5).weighting(WeightingKind::Hard).hidden_size(8).embed_size(4)),
-                     Seq2Seq(Seq2SeqOptions(5, 5).attention(false).hidden_size(8).embed_size(4))})
+  for (auto model :
+       {Seq2Seq(Seq2SeqOptions(5, 5)
+                    .score(ScoreKind::ScaledDot)
+                    .hidden_size(8)
+                    .embed_size(4)
+                    .bidirectional(false)),
+        Seq2Seq(Seq2SeqOptions(5, 5).weighting(WeightingKind::Hard).hidden_size(8).embed_size(4)),
+        Seq2Seq(Seq2SeqOptions(5, 5).attention(false).hidden_size(8).embed_size(4))})
     EXPECT_FALSE(seq2seq::FusedStep::supports(model->decoder));
 }
 

@@ -39,8 +39,8 @@ TEST(ContextKernel, GradientsMatchFiniteDifferences) {
   auto w = at::rand({2, 1, 5}, at::kDouble).requires_grad_();
   auto v = at::randn({2, 5, 3}, at::kDouble).requires_grad_();
   auto none = at::zeros({1}, at::kDouble);
-  EXPECT_TRUE(gradcheck([&] { return testing::projection_loss(kernels::attention_context(w, v), none, 1); },
-                        {w, v}));
+  EXPECT_TRUE(gradcheck(
+      [&] { return testing::projection_loss(kernels::attention_context(w, v), none, 1); }, {w, v}));
 }
 
 TEST(LossKernel, SequenceLossMatchesTheCompositeReference) {
@@ -68,7 +68,8 @@ TEST(LossKernel, GradientsMatchFiniteDifferences) {
   auto none = at::zeros({1}, at::kDouble);
   EXPECT_TRUE(gradcheck(
       [&] {
-        return testing::projection_loss(kernels::label_smoothed_cross_entropy(logits, target, 0.2, 0), none, 2);
+        return testing::projection_loss(
+            kernels::label_smoothed_cross_entropy(logits, target, 0.2, 0), none, 2);
       },
       {logits}));
 }
@@ -83,7 +84,8 @@ TEST(LossKernel, LargeLogitsStayFinite) {
 }
 
 TEST(LossKernel, RejectsTargetsOutsideTheVocabulary) {
-  EXPECT_THROW(kernels::label_smoothed_cross_entropy(at::zeros({2, 3}), at::tensor({1, 3}, at::kLong), 0.1, 0),
+  EXPECT_THROW(kernels::label_smoothed_cross_entropy(at::zeros({2, 3}),
+                                                     at::tensor({1, 3}, at::kLong), 0.1, 0),
                c10::Error);
 }
 

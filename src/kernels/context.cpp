@@ -43,7 +43,8 @@ class Context : public torch::autograd::Function<Context> {
     const int64_t N = w.size(0), Tq = w.size(1), Tk = w.size(2), D = v.size(2);
     auto dw = at::empty_like(w), dv = at::zeros_like(v);
     AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "attention_context_backward", [&] {
-      const scalar_t *W = w.data_ptr<scalar_t>(), *Vv = v.data_ptr<scalar_t>(), *G = g.data_ptr<scalar_t>();
+      const scalar_t *W = w.data_ptr<scalar_t>(), *Vv = v.data_ptr<scalar_t>(),
+                     *G = g.data_ptr<scalar_t>();
       scalar_t *dW = dw.data_ptr<scalar_t>(), *dV = dv.data_ptr<scalar_t>();
       at::parallel_for(0, N, 4, [&](int64_t begin, int64_t end) {
         for (int64_t n = begin; n < end; ++n)

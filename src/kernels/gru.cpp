@@ -43,7 +43,8 @@ __attribute__((target("avx2,fma"))) void gates_row_avx2(const float* gi, const f
                                                         int64_t H) {
   int64_t j = 0;
   for (; j + 8 <= H; j += 8) {
-    const __m256 r = simd::sigmoid256(_mm256_add_ps(_mm256_loadu_ps(gi + j), _mm256_loadu_ps(gh + j)));
+    const __m256 r =
+        simd::sigmoid256(_mm256_add_ps(_mm256_loadu_ps(gi + j), _mm256_loadu_ps(gh + j)));
     const __m256 z =
         simd::sigmoid256(_mm256_add_ps(_mm256_loadu_ps(gi + H + j), _mm256_loadu_ps(gh + H + j)));
     const __m256 ghn = _mm256_loadu_ps(gh + 2 * H + j);
@@ -89,13 +90,14 @@ void gates_backward_row(const T* save, const T* h, const T* g, T* dgi, T* dgh, T
 // gh[rows, 3H] = h[rows, H] W_hh^T + b_hh, straight to BLAS for float32: GEMV for a single
 // sentence, and no dispatcher on the per-step loop.
 template <typename T>
-void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const at::Tensor& b_hh, T* gh) {
+void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const at::Tensor& b_hh,
+                       T* gh) {
   const int64_t G = w_hh.size(0), H = w_hh.size(1);
   if constexpr (std::is_same_v<T, float>) {
     const float* bias = b_hh.data_ptr<float>();
     for (int64_t b = 0; b < rows; ++b) std::copy(bias, bias + G, gh + b * G);
-    blas::linear(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(), static_cast<int>(G),
-                 gh, /*accumulate=*/true);
+    blas::linear(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(),
+                 static_cast<int>(G), gh, /*accumulate=*/true);
   } else {
     auto out = at::from_blob(gh, {rows, G}, w_hh.options());
     at::addmm_out(out, b_hh, at::from_blob(const_cast<T*>(h), {rows, H}, w_hh.options()), w_hh.t());
@@ -105,8 +107,9 @@ void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const a
 void check_weights(const at::Tensor& h, const at::Tensor& w_hh, const at::Tensor& b_hh,
                    const char* who) {
   const int64_t H = h.size(-1);
-  TORCH_CHECK(w_hh.dim() == 2 && w_hh.size(0) == 3 * H && w_hh.size(1) == H, who, ": w_hh must be [3H, H] = [",
-              3 * H, ", ", H, "] for a state of width ", H, ", got ", w_hh.sizes());
+  TORCH_CHECK(w_hh.dim() == 2 && w_hh.size(0) == 3 * H && w_hh.size(1) == H, who,
+              ": w_hh must be [3H, H] = [", 3 * H, ", ", H, "] for a state of width ", H, ", got ",
+              w_hh.sizes());
   TORCH_CHECK(b_hh.dim() == 1 && b_hh.size(0) == 3 * H, who, ": b_hh must be [3H] = [", 3 * H,
               "], got ", b_hh.sizes());
   TORCH_CHECK(w_hh.scalar_type() == h.scalar_type() && b_hh.scalar_type() == h.scalar_type(), who,
@@ -140,9 +143,10 @@ class GRUCell : public torch::autograd::Function<GRUCell> {
     auto dh = at::empty_like(h);
     AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "gru_cell_backward", [&] {
       for (int64_t b = 0; b < N; ++b)
-        gates_backward_row<scalar_t>(save.data_ptr<scalar_t>() + b * 4 * H, h.data_ptr<scalar_t>() + b * H,
-                                     g.data_ptr<scalar_t>() + b * H, dgi.data_ptr<scalar_t>() + b * 3 * H,
-                                     dgh.data_ptr<scalar_t>() + b * 3 * H, dh.data_ptr<scalar_t>() + b * H, H);
+        gates_backward_row<scalar_t>(
+            save.data_ptr<scalar_t>() + b * 4 * H, h.data_ptr<scalar_t>() + b * H,
+            g.data_ptr<scalar_t>() + b * H, dgi.data_ptr<scalar_t>() + b * 3 * H,
+            dgh.data_ptr<scalar_t>() + b * 3 * H, dh.data_ptr<scalar_t>() + b * H, H);
     });
     dh.addmm_(dgh, w_hh);  // [N, H]
     return {dgi, dh, dgh.t().mm(h), dgh.sum(0)};
@@ -157,14 +161,15 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
                                const at::Tensor& w_hh, const at::Tensor& b_hh,
                                std::vector<int64_t> lengths, bool reverse) {
     const int64_t B = gi.size(0), T = gi.size(1), H = h0.size(1);
-    auto out = at::zeros({B, T, H}, h0.options());            // [B, T, H]
-    auto before = at::zeros({B, T, H}, h0.options());         // the state entering each step
-    auto save = at::empty({B, T, 4 * H}, h0.options());       // r, z, n, gh_n per step
-    auto gh = at::empty({B, 3 * H}, h0.options());            // [B, 3H], reused every step
-    auto h = h0.clone();                                      // [B, H]
+    auto out = at::zeros({B, T, H}, h0.options());       // [B, T, H]
+    auto before = at::zeros({B, T, H}, h0.options());    // the state entering each step
+    auto save = at::empty({B, T, 4 * H}, h0.options());  // r, z, n, gh_n per step
+    auto gh = at::empty({B, 3 * H}, h0.options());       // [B, 3H], reused every step
+    auto h = h0.clone();                                 // [B, H]
     AT_DISPATCH_FLOATING_TYPES(h0.scalar_type(), "gru_sequence", [&] {
       scalar_t *O = out.data_ptr<scalar_t>(), *P = before.data_ptr<scalar_t>(),
-               *S = save.data_ptr<scalar_t>(), *G = gh.data_ptr<scalar_t>(), *Hs = h.data_ptr<scalar_t>();
+               *S = save.data_ptr<scalar_t>(), *G = gh.data_ptr<scalar_t>(),
+               *Hs = h.data_ptr<scalar_t>();
       const scalar_t* I = gi.data_ptr<scalar_t>();
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = reverse ? T - 1 - s : s;
@@ -175,7 +180,8 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
         for (int64_t b = 0; b < rows; ++b) {
           scalar_t* hb = Hs + b * H;
           std::copy(hb, hb + H, P + (b * T + t) * H);
-          gates<scalar_t>(I + (b * T + t) * 3 * H, G + b * 3 * H, hb, hb, S + (b * T + t) * 4 * H, H);
+          gates<scalar_t>(I + (b * T + t) * 3 * H, G + b * 3 * H, hb, hb, S + (b * T + t) * 4 * H,
+                          H);
           std::copy(hb, hb + H, O + (b * T + t) * H);
         }
       }
@@ -193,7 +199,8 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const int64_t B = before.size(0), T = before.size(1), H = before.size(2);
     auto dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(before);
-    auto dh = grads[1].defined() ? grads[1].clone().contiguous() : at::zeros({B, H}, before.options());
+    auto dh =
+        grads[1].defined() ? grads[1].clone().contiguous() : at::zeros({B, H}, before.options());
     auto dgi = at::zeros({B, T, 3 * H}, before.options());
     auto dgh = at::zeros({B, T, 3 * H}, before.options());
     auto g = at::empty({B, H}, before.options());
@@ -210,7 +217,8 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
         for (int64_t b = 0; b < rows; ++b) {
           for (int64_t j = 0; j < H; ++j) Gs[b * H + j] = dH[b * H + j] + dO[(b * T + t) * H + j];
           gates_backward_row<scalar_t>(S + (b * T + t) * 4 * H, P + (b * T + t) * H, Gs + b * H,
-                                       dI + (b * T + t) * 3 * H, dG + (b * T + t) * 3 * H, dH + b * H, H);
+                                       dI + (b * T + t) * 3 * H, dG + (b * T + t) * 3 * H,
+                                       dH + b * H, H);
         }
         dh.narrow(0, 0, rows).addmm_(dgh.select(1, t).narrow(0, 0, rows), w_hh);
       }
@@ -227,9 +235,11 @@ at::Tensor gru_cell(const at::Tensor& gi, const at::Tensor& h, const at::Tensor&
                     const at::Tensor& b_hh) {
   TORCH_CHECK(h.dim() == 2, "gru_cell: h must be [N, H], got ", h.sizes());
   TORCH_CHECK(gi.dim() == 2 && gi.size(0) == h.size(0) && gi.size(1) == 3 * h.size(1),
-              "gru_cell: gi must be [N, 3H] = [", h.size(0), ", ", 3 * h.size(1), "], got ", gi.sizes());
+              "gru_cell: gi must be [N, 3H] = [", h.size(0), ", ", 3 * h.size(1), "], got ",
+              gi.sizes());
   check_weights(h, w_hh, b_hh, "gru_cell");
-  TORCH_CHECK(gi.scalar_type() == h.scalar_type(), "gru_cell: gi and h must share one floating type");
+  TORCH_CHECK(gi.scalar_type() == h.scalar_type(),
+              "gru_cell: gi and h must share one floating type");
   return GRUCell::apply(gi.contiguous(), h.contiguous(), w_hh.contiguous(), b_hh.contiguous());
 }
 
@@ -238,21 +248,27 @@ std::tuple<at::Tensor, at::Tensor> gru_sequence(const at::Tensor& gi, const at::
                                                 const at::Tensor& lengths, bool reverse) {
   TORCH_CHECK(h0.dim() == 2, "gru_sequence: h0 must be [B, H], got ", h0.sizes());
   TORCH_CHECK(gi.dim() == 3 && gi.size(0) == h0.size(0) && gi.size(2) == 3 * h0.size(1),
-              "gru_sequence: gi must be [B, T, 3H] with B = ", h0.size(0), " and 3H = ", 3 * h0.size(1),
-              ", got ", gi.sizes());
+              "gru_sequence: gi must be [B, T, 3H] with B = ", h0.size(0),
+              " and 3H = ", 3 * h0.size(1), ", got ", gi.sizes());
   check_weights(h0, w_hh, b_hh, "gru_sequence");
-  TORCH_CHECK(gi.scalar_type() == h0.scalar_type(), "gru_sequence: gi and h0 must share one floating type");
-  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == gi.size(0), "gru_sequence: lengths must be [B] = [",
-              gi.size(0), "], got ", lengths.sizes());
+  TORCH_CHECK(gi.scalar_type() == h0.scalar_type(),
+              "gru_sequence: gi and h0 must share one floating type");
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == gi.size(0),
+              "gru_sequence: lengths must be [B] = [", gi.size(0), "], got ", lengths.sizes());
   auto len = lengths.to(at::kCPU).to(at::kLong).contiguous();
-  TORCH_CHECK(len.numel() == 0 || (len.min().item<int64_t>() >= 0 && len.max().item<int64_t>() <= gi.size(1)),
+  TORCH_CHECK(len.numel() == 0 ||
+                  (len.min().item<int64_t>() >= 0 && len.max().item<int64_t>() <= gi.size(1)),
               "gru_sequence: lengths must lie in [0, T = ", gi.size(1), "]");
   auto order = at::argsort(len, /*dim=*/0, /*descending=*/true);  // [B]
   const bool sorted = order.equal(at::arange(len.numel(), order.options()));
   auto sorted_len = len.index_select(0, order);
-  std::vector<int64_t> lens(sorted_len.data_ptr<int64_t>(), sorted_len.data_ptr<int64_t>() + len.numel());
-  auto pick = [&](const at::Tensor& x) { return sorted ? x.contiguous() : x.index_select(0, order); };
-  auto r = GRUSequence::apply(pick(gi), pick(h0), w_hh.contiguous(), b_hh.contiguous(), lens, reverse);
+  std::vector<int64_t> lens(sorted_len.data_ptr<int64_t>(),
+                            sorted_len.data_ptr<int64_t>() + len.numel());
+  auto pick = [&](const at::Tensor& x) {
+    return sorted ? x.contiguous() : x.index_select(0, order);
+  };
+  auto r =
+      GRUSequence::apply(pick(gi), pick(h0), w_hh.contiguous(), b_hh.contiguous(), lens, reverse);
   if (sorted) return {r[0], r[1]};
   auto inverse = at::argsort(order);
   return {r[0].index_select(0, inverse), r[1].index_select(0, inverse)};
@@ -261,8 +277,8 @@ std::tuple<at::Tensor, at::Tensor> gru_sequence(const at::Tensor& gi, const at::
 void gru_gates(const float* gi, const float* gh, const float* h, float* h_out, int64_t n,
                int64_t hidden) {
   for (int64_t b = 0; b < n; ++b)
-    gates<float>(gi + b * 3 * hidden, gh + b * 3 * hidden, h + b * hidden, h_out + b * hidden, nullptr,
-                 hidden);
+    gates<float>(gi + b * 3 * hidden, gh + b * 3 * hidden, h + b * hidden, h_out + b * hidden,
+                 nullptr, hidden);
 }
 
 }  // namespace attnkit::kernels

@@ -31,8 +31,8 @@ T exp_sum(const T* x, T* out, int64_t n, T m) {
 
 class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntropy> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& target,
-                            double eps, int64_t ignore) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& target, double eps, int64_t ignore) {
     const int64_t M = logits.size(0), V = logits.size(1);
     auto loss = at::zeros({M}, logits.options());
     auto lse = at::zeros({M}, logits.options());
@@ -98,15 +98,16 @@ at::Tensor label_smoothed_cross_entropy(const at::Tensor& logits, const at::Tens
                                         double smoothing, int64_t ignore_index) {
   TORCH_CHECK(logits.dim() == 2, "label_smoothed_cross_entropy: logits must be [M, V], got ",
               logits.sizes());
-  TORCH_CHECK(target.dim() == 1 && target.size(0) == logits.size(0) && target.scalar_type() == at::kLong,
-              "label_smoothed_cross_entropy: target must be [M] = [", logits.size(0), "] long, got ",
-              target.sizes(), " ", target.scalar_type());
-  TORCH_CHECK(smoothing >= 0 && smoothing < 1, "label_smoothed_cross_entropy: smoothing must be in [0, 1), got ",
-              smoothing);
+  TORCH_CHECK(
+      target.dim() == 1 && target.size(0) == logits.size(0) && target.scalar_type() == at::kLong,
+      "label_smoothed_cross_entropy: target must be [M] = [", logits.size(0), "] long, got ",
+      target.sizes(), " ", target.scalar_type());
+  TORCH_CHECK(smoothing >= 0 && smoothing < 1,
+              "label_smoothed_cross_entropy: smoothing must be in [0, 1), got ", smoothing);
   auto t = target.contiguous();
   const auto valid = (t == ignore_index) | ((t >= 0) & (t < logits.size(1)));
-  TORCH_CHECK(valid.all().item<bool>(), "label_smoothed_cross_entropy: a target id is outside [0, V = ",
-              logits.size(1), ")");
+  TORCH_CHECK(valid.all().item<bool>(),
+              "label_smoothed_cross_entropy: a target id is outside [0, V = ", logits.size(1), ")");
   return SmoothedCrossEntropy::apply(logits.contiguous(), t, smoothing, ignore_index);
 }
 

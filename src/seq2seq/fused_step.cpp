@@ -50,8 +50,8 @@ FusedStep::FusedStep(const Decoder& d) : options_(d->options) {
   embedding_ = frozen(d->embedding->weight);
   const auto weights = d->gru->all_weights();
   for (int64_t l = 0; l < options_.layers(); ++l)
-    layers_.push_back({frozen(weights[4 * l]), frozen(weights[4 * l + 1]), frozen(weights[4 * l + 2]),
-                       frozen(weights[4 * l + 3])});
+    layers_.push_back({frozen(weights[4 * l]), frozen(weights[4 * l + 1]),
+                       frozen(weights[4 * l + 2]), frozen(weights[4 * l + 3])});
   const auto& score = d->attention->score;
   w_query_ = frozen(score->linear->weight.narrow(1, 0, options_.hidden_size()));
   v_ = score->v ? frozen(score->v->weight.reshape({-1})) : at::ones({w_query_.size(0)});

@@ -60,7 +60,7 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
   TORCH_CHECK(lengths.numel() == 0 || lengths.min().item<int64_t>() >= 1,
               "Encoder: every source needs at least one token");
   const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
-  auto embedded = dropout(embedding(source));  // [B, S, E]
+  auto embedded = dropout(embedding(source));       // [B, S, E]
   auto [memory, h_n] = run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
   auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
@@ -77,7 +77,7 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
 }
 
 std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedded,
-                                                      const at::Tensor& lengths) {
+                                                        const at::Tensor& lengths) {
   const int64_t batch = embedded.size(0), len = embedded.size(1);
   auto cpu_lengths = lengths.to(at::kCPU).to(at::kLong);
   if (!options.fused_kernels()) {
@@ -168,7 +168,7 @@ StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool pro
   if (options.input_feeding()) parts.push_back(s.feed);
   if (!attention) parts.push_back(s.summary.unsqueeze(1));
   s.hidden = run_gru(at::cat(parts, -1).squeeze(1), s.hidden);  // [L, N, H]
-  auto out = s.hidden[options.layers() - 1].unsqueeze(1);          // [N, 1, H]
+  auto out = s.hidden[options.layers() - 1].unsqueeze(1);       // [N, 1, H]
   StepOutput step;
   at::Tensor context;
   if (attention) {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <optional>
 
-#include "attnkit/data/vocab.h"
 #include "../kernels/simd.h"
+#include "attnkit/data/vocab.h"
 #include "attnkit/seq2seq/fused_step.h"
 
 namespace attnkit::seq2seq {

@@ -171,9 +171,9 @@ void load_checkpoint_weights(Seq2Seq& model, const std::string& path) {
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing,
                          bool fused) {
   if (fused) {
-    auto per_token = kernels::label_smoothed_cross_entropy(
-        logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), smoothing,
-        data::Vocab::kPad);  // [B * T]
+    auto per_token = kernels::label_smoothed_cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                           target.reshape({-1}), smoothing,
+                                                           data::Vocab::kPad);  // [B * T]
     return per_token.sum() / (target != data::Vocab::kPad).sum().clamp_min(1);
   }
   auto log_probs = at::log_softmax(logits, -1);                        // [B, T, V]

@@ -29,10 +29,10 @@ class FusedStep {
     at::Tensor w_ih, w_hh, b_ih, b_hh;  // PyTorch's [3H, in], [3H, H], [3H], [3H]
   };
   Seq2SeqOptions options_;
-  at::Tensor embedding_;        // [V, E]
+  at::Tensor embedding_;  // [V, E]
   std::vector<Layer> layers_;
-  at::Tensor w_query_;          // [A, H]: the query half of the score's linear layer
-  at::Tensor v_;                // [A]: Bahdanau's v, or ones for the plain additive sum
+  at::Tensor w_query_;                // [A, H]: the query half of the score's linear layer
+  at::Tensor v_;                      // [A]: Bahdanau's v, or ones for the plain additive sum
   at::Tensor w_combine_, b_combine_;  // [H, H + Hm], [H]
   at::Tensor w_output_, b_output_;    // [V, H], [V]
   std::vector<float> input_, gi_, gh_, query_, combine_in_;  // scratch, grown as needed

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Every speed target of attnkit, measured side by side in one run on this machine, written to
+docs/PERFORMANCE.md (and the seq2seq table to docs/SEQ2SEQ_BENCHMARKS.md):
+
+  - the fused attention kernel against the LibTorch composite, with SGEMM measured in the same
+    run, and peak memory at long sequences (bench/compare_kernels.py);
+  - training and translation against the same model in PyTorch (bench/compare_seq2seq.py);
+  - model FLOPs utilisation of training against SGEMM at the training's threads.
+
+    /usr/bin/python3 bench/performance.py [--seconds 120] [--threads 2]
+
+Takes about 4 * seconds plus 3 minutes. Run it on an idle machine.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare_kernels  # noqa: E402
+import compare_seq2seq  # noqa: E402
+
+
+def sgemm_gflops(build_dir, threads):
+    """SGEMM 1024^3 GFLOP/s with OpenBLAS owning `threads` threads (the training's policy)."""
+    out = subprocess.run([os.path.join(build_dir, "bench", "attnkit_bench"), f"--threads={threads}", "--blas",
+                          "--benchmark_filter=^Sgemm/1024$", "--benchmark_min_time=0.5",
+                          "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true",
+                          "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
+    return next(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("aggregate_name") == "median")
+
+
+def training_flops_per_target_token(tokens_file, config):
+    """Model FLOPs (2 per multiply-add; backward = 2x forward) per target token, from the
+    corpus's mean source and target lengths. Padding and recomputation are not model FLOPs."""
+    m = config["model"]
+    E, H, V = m["embed_size"], m["hidden_size"], m["target_vocab"]
+    dirs = 2 if m["bidirectional"] else 1
+    Hm, A = H * dirs, H  # memory width; the additive score's hidden width
+    src = tgt = pairs = 0
+    with open(tokens_file, encoding="utf-8") as f:
+        for line in f:
+            s, t = line.rstrip("\n").split("\t")[:2]
+            src += len(s.split())
+            tgt += len(t.split()) + 1  # + <eos>
+            pairs += 1
+    S, T = src / pairs, tgt / pairs
+    encoder = S * dirs * (2 * E * 3 * H + 2 * H * 3 * H) + S * 2 * Hm * A  # GRUs + keys, once
+    feed = H if m["input_feeding"] else 0
+    step = (2 * (E + feed) * 3 * H + 2 * H * 3 * H  # decoder GRU
+            + 2 * H * A + 2 * S * A + 2 * S * Hm  # query, scores, context
+            + 2 * (H + Hm) * H + 2 * H * V)  # combine, output layer
+    forward = encoder + T * step
+    return 3 * forward / T, S, T
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--out", default="out/bench-seq2seq")
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--markdown", default=os.path.join(HERE, "..", "docs", "PERFORMANCE.md"))
+    ap.add_argument("--seq2seq-markdown", default=os.path.join(HERE, "..", "docs", "SEQ2SEQ_BENCHMARKS.md"))
+    args = ap.parse_args()
+
+    kernel_lines, k = compare_kernels.measure(args.build_dir, threads=1)
+    s = compare_seq2seq.measure(args.build_dir, args.out, args.seconds, args.threads)
+    peak = sgemm_gflops(args.build_dir, args.threads)
+    with open(os.path.join(s["model_dir"], "config.json")) as f:
+        config = json.load(f)
+    flops, S, T = training_flops_per_target_token(s["train_tokens"], config)
+    (ak_tps, pt_tps) = s["measures"]["train"]
+    ak_mfu, pt_mfu = ak_tps * flops / 1e9 / peak, pt_tps * flops / 1e9 / peak
+    ratio = {name: a / b for name, (a, b) in s["measures"].items()}
+    ceiling = peak * 1e9 / flops / pt_tps  # attnkit/PyTorch at 100% of SGEMM
+
+    def verdict(value, target):
+        return "met" if value >= target else "not met"
+
+    targets = [
+        ("attention kernel forward vs composite (16, 512, 64)", "2x", f"{k['speedup_fwd']:.2f}x",
+         verdict(k["speedup_fwd"], 2)),
+        ("attention kernel forward + backward vs composite", "1.5x", f"{k['speedup_fwdbwd']:.2f}x",
+         verdict(k["speedup_fwdbwd"], 1.5)),
+        ("attention kernel peak memory at T = 4096", "10x lower", f"{k['memory_4096']:.1f}x lower",
+         verdict(k["memory_4096"], 10)),
+        ("training target tokens/s vs PyTorch", "3x", f"{ratio['train']:.2f}x", verdict(ratio["train"], 3)),
+        ("greedy, batch 1, sentences/s vs PyTorch", "5x", f"{ratio['greedy']:.2f}x", verdict(ratio["greedy"], 5)),
+        ("beam 5, batch 32, sentences/s vs PyTorch", "3x", f"{ratio['beam']:.2f}x", verdict(ratio["beam"], 3)),
+        ("training model FLOPs utilisation", "report", f"{ak_mfu:.0%} (PyTorch {pt_mfu:.0%})", "reported"),
+    ]
+    lines = ["# Performance", "",
+             f"Generated by `bench/performance.py --seconds {args.seconds:.0f} --threads {args.threads}` "
+             f"on {datetime.date.today().isoformat()}; every ratio comes from one run on this machine.", "",
+             "## Targets", "", "| target | wanted | measured | |", "|---|---:|---:|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets]
+    lines += ["", "## Attention kernel", ""] + kernel_lines
+    lines += ["", "## Translation model", ""] + s["lines"]
+    lines += ["", "## Model FLOPs utilisation", "",
+              f"Training FLOPs per target token: {flops / 1e6:.1f} MFLOP (mean source {S:.1f} and target "
+              f"{T:.1f} tokens; 2 FLOPs per multiply-add, backward counted as twice the forward; padding "
+              f"and recomputation not counted). SGEMM (1024³) with OpenBLAS on {args.threads} thread(s), "
+              f"measured in this run: {peak:.1f} GFLOP/s.", "",
+              "| | target tokens/s | GFLOP/s | fraction of SGEMM |", "|---|---:|---:|---:|",
+              f"| attnkit | {ak_tps:.0f} | {ak_tps * flops / 1e9:.1f} | {ak_mfu:.0%} |",
+              f"| PyTorch (Python) | {pt_tps:.0f} | {pt_tps * flops / 1e9:.1f} | {pt_mfu:.0%} |", "",
+              f"At 100% of SGEMM, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", ""]
+    with open(os.path.join(HERE, "performance_notes.md"), encoding="utf-8") as f:
+        lines.append(f.read().rstrip("\n"))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(args.markdown, "w", encoding="utf-8") as f:
+        f.write(text)
+    with open(args.seq2seq_markdown, "w", encoding="utf-8") as f:
+        f.write("# Seq2Seq: attnkit against PyTorch\n\nGenerated by `bench/performance.py` (see PERFORMANCE.md)."
+                "\n\n" + "\n".join(s["lines"]) + "\n")
+
+
+if __name__ == "__main__":
+    main()
