@@ -117,13 +117,18 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
     return {"measures": m, "lines": table, "train_tokens": tok_train, "model_dir": model}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(ap):
+    """The options of measure(), shared with bench/performance.py."""
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--out", default="out/bench-seq2seq")
-    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--seconds", type=float, default=120, help="training budget of each side")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--test-sentences", type=int, default=300)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
     ap.add_argument("--markdown")
     args = ap.parse_args()
     r = measure(args.build_dir, args.out, args.seconds, args.threads, args.test_sentences)

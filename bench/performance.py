@@ -59,16 +59,13 @@ def training_flops_per_target_token(tokens_file, config):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build-dir", default="build")
-    ap.add_argument("--out", default="out/bench-seq2seq")
-    ap.add_argument("--seconds", type=float, default=120)
-    ap.add_argument("--threads", type=int, default=2)
+    compare_seq2seq.add_arguments(ap)
     ap.add_argument("--markdown", default=os.path.join(HERE, "..", "docs", "PERFORMANCE.md"))
     ap.add_argument("--seq2seq-markdown", default=os.path.join(HERE, "..", "docs", "SEQ2SEQ_BENCHMARKS.md"))
     args = ap.parse_args()
 
     kernel_lines, k = compare_kernels.measure(args.build_dir, threads=1)
-    s = compare_seq2seq.measure(args.build_dir, args.out, args.seconds, args.threads)
+    s = compare_seq2seq.measure(args.build_dir, args.out, args.seconds, args.threads, args.test_sentences)
     peak = sgemm_gflops(args.build_dir, args.threads)
     with open(os.path.join(s["model_dir"], "config.json")) as f:
         config = json.load(f)

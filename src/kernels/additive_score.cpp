@@ -13,13 +13,7 @@
 namespace attnkit::kernels {
 namespace {
 
-// sum_h v[h] tanh(a[h] + b[h])
-float tanh_dot(const float* a, const float* b, const float* v, int64_t h) {
-  if (simd::have_avx2()) return simd::tanh_dot_avx2(a, b, v, h);
-  float acc = 0;
-  for (int64_t i = 0; i < h; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
-  return acc;
-}
+using simd::tanh_dot;
 
 class FusedAdditive : public torch::autograd::Function<FusedAdditive> {
  public:

@@ -74,6 +74,13 @@ __attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, c
   return sum;
 }
 
+inline float tanh_dot(const float* a, const float* b, const float* v, int64_t n) {
+  if (have_avx2()) return tanh_dot_avx2(a, b, v, n);
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
+  return acc;
+}
+
 // With t = tanh(a + b): da += g v (1 - t^2), db += the same, dv += g t.
 inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da, float* db,
                           float* dv, int64_t n);

@@ -15,13 +15,6 @@ namespace {
 
 at::Tensor frozen(const at::Tensor& t) { return t.detach().contiguous(); }
 
-float tanh_dot(const float* a, const float* b, const float* v, int64_t n) {
-  if (kernels::simd::have_avx2()) return kernels::simd::tanh_dot_avx2(a, b, v, n);
-  float acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
-  return acc;
-}
-
 // y[rows, out] = bias + x W^T
 void affine(const float* x, int64_t rows, int64_t in, const at::Tensor& w, const at::Tensor& b,
             float* y, int64_t ldx = 0) {
@@ -121,7 +114,7 @@ StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
     bool any = false;
     for (int64_t j = 0; j < S; ++j) {
       if (keep && !keep[n * S + j]) continue;
-      w[j] = tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
+      w[j] = kernels::simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
       best = any ? std::max(best, w[j]) : w[j];
       any = true;
     }

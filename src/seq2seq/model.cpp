@@ -110,16 +110,20 @@ std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedd
 }
 
 DecoderState DecoderState::select(const at::Tensor& index) const {
-  return {hidden.index_select(1, index), feed.index_select(0, index),
-          memory.index_select(0, index), keys.index_select(0, index),
-          mask.index_select(0, index),   summary.index_select(0, index)};
+  return reorder_beams(index, index);
 }
 
 DecoderState DecoderState::reorder_beams(const at::Tensor& origin,
                                          const at::Tensor& source_rows) const {
-  DecoderState s = source_rows.defined() ? select(source_rows) : *this;
+  DecoderState s = *this;
   s.hidden = hidden.index_select(1, origin);
   s.feed = feed.index_select(0, origin);
+  if (source_rows.defined()) {
+    s.memory = memory.index_select(0, source_rows);
+    s.keys = keys.index_select(0, source_rows);
+    s.mask = mask.index_select(0, source_rows);
+    s.summary = summary.index_select(0, source_rows);
+  }
   return s;
 }
 
