@@ -166,13 +166,42 @@ DecoderState DecoderImpl::start(const EncoderOutput& e) {
   return s;
 }
 
+at::Tensor DecoderImpl::rest_of_input(const DecoderState& s) const {
+  std::vector<at::Tensor> parts;
+  if (options.input_feeding()) parts.push_back(s.feed.squeeze(1));  // [N, H]
+  if (!attention) parts.push_back(s.summary);                        // [N, Hm]
+  if (parts.empty()) return {};
+  return parts.size() == 1 ? parts[0] : at::cat(parts, -1);
+}
+
 StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool project_now) {
-  auto input = dropout(embedding(tokens.view({-1, 1})));  // [N, 1, E]
-  std::vector<at::Tensor> parts = {input};
-  if (options.input_feeding()) parts.push_back(s.feed);
-  if (!attention) parts.push_back(s.summary.unsqueeze(1));
-  s.hidden = run_gru(at::cat(parts, -1).squeeze(1), s.hidden);  // [L, N, H]
-  auto out = s.hidden[options.layers() - 1].unsqueeze(1);       // [N, 1, H]
+  auto input = dropout(embedding(tokens.view({-1})));  // [N, E]
+  auto rest = rest_of_input(s);
+  s.hidden = run_gru(rest.defined() ? at::cat({input, rest}, -1) : input, s.hidden);  // [L, N, H]
+  return finish_step(s, project_now);
+}
+
+ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
+  TORCH_CHECK(options.fused_kernels(), "Decoder::force_inputs needs fused_kernels");
+  const auto weights = gru->all_weights();  // layer 0: w_ih [3H, I], b_ih [3H]
+  const int64_t E = options.embed_size(), I = weights[0].size(1);
+  auto embedded = dropout(embedding(tokens));  // [B, T, E]
+  ForcedInputs in;
+  in.gates = at::linear(embedded, weights[0].narrow(1, 0, E), weights[2]).unbind(1);  // T x [B, 3H]
+  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                    // [3H, I - E]
+  return in;
+}
+
+StepOutput DecoderImpl::forced_step(const ForcedInputs& in, int64_t t, DecoderState& s) {
+  auto gates = in.gates[t];  // [N, 3H]
+  auto rest = rest_of_input(s);
+  if (rest.defined()) gates = at::addmm(gates, rest, in.w_rest.t());
+  s.hidden = run_gru_from_gates(gates, s.hidden);  // [L, N, H]
+  return finish_step(s, /*project=*/false);
+}
+
+StepOutput DecoderImpl::finish_step(DecoderState& s, bool project_now) {
+  auto out = s.hidden[options.layers() - 1].unsqueeze(1);  // [N, 1, H]
   StepOutput step;
   at::Tensor context;
   if (attention) {
@@ -196,13 +225,20 @@ StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool pro
 at::Tensor DecoderImpl::run_gru(const at::Tensor& input, const at::Tensor& hidden) {
   if (!options.fused_kernels()) return std::get<1>(gru(input.unsqueeze(1), hidden));
   const auto weights = gru->all_weights();
-  auto x = input;  // [N, in]
+  return run_gru_from_gates(at::linear(input, weights[0], weights[2]), hidden);
+}
+
+at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Tensor& hidden) {
+  const auto weights = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh per layer
   std::vector<at::Tensor> states;
+  at::Tensor gi = gates;  // [N, 3H]
   for (int64_t l = 0; l < options.layers(); ++l) {
     const auto* w = &weights[4 * l];
-    states.push_back(kernels::gru_cell(at::linear(x, w[0], w[2]), hidden[l], w[1], w[3]));
-    x = l + 1 < options.layers() ? at::dropout(states.back(), gru->options.dropout(), is_training())
-                                 : states.back();
+    if (l > 0) {
+      auto x = at::dropout(states.back(), gru->options.dropout(), is_training());  // [N, H]
+      gi = at::linear(x, w[0], w[2]);
+    }
+    states.push_back(kernels::gru_cell(gi, hidden[l], w[1], w[3]));
   }
   return at::stack(states);  // [L, N, H]
 }
@@ -222,6 +258,9 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   // With full teacher forcing no step needs the previous step's prediction, so the output
   // layer runs once over all steps ([B*T, H] x [H, V]) instead of T times.
   const bool project_at_end = teacher_forcing >= 1.0;
+  // ... and the step inputs are all known, so they are embedded and projected at once too.
+  const bool forced = project_at_end && options.fused_kernels();
+  const ForcedInputs inputs = forced ? decoder->force_inputs(target_in) : ForcedInputs{};
   std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
   at::Tensor previous;
   for (int64_t t = 0; t < target_in.size(1); ++t) {
@@ -230,7 +269,8 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
       auto gold = at::rand({tokens.size(0)}) < teacher_forcing;
       tokens = at::where(gold, tokens, previous);
     }
-    auto out = decoder->step(tokens, state, /*project=*/!project_at_end);
+    auto out = forced ? decoder->forced_step(inputs, t, state)
+                      : decoder->step(tokens, state, /*project=*/!project_at_end);
     if (project_at_end) {
       feeds.push_back(out.feed);
     } else {

@@ -92,6 +92,16 @@ struct StepOutput {
   at::Tensor entropy;    // [N]: entropy of the attention distribution, when sampling
 };
 
+// Teacher forcing knows every step's input token up front, so the embeddings and the embedding
+// columns of the first GRU layer's input projection run once over all steps: one GEMM and one
+// embedding gradient instead of one per step.
+struct ForcedInputs {
+  // Step t's W_ih[:, :E] dropout(embed(token_t)) + b_ih, [B, 3H]. Unbound once, so the backward
+  // stacks T gradients instead of scattering each step's into a zero [B, T, 3H].
+  std::vector<at::Tensor> gates;
+  at::Tensor w_rest;  // [3H, I - E]: W_ih's columns for the rest of the input (undefined: none)
+};
+
 class DecoderImpl : public torch::nn::Module {
  public:
   explicit DecoderImpl(const Seq2SeqOptions& options);
@@ -99,10 +109,24 @@ class DecoderImpl : public torch::nn::Module {
   // tokens [N] -> logits for the next token; advances `state`. With project = false the
   // output layer is skipped, so a caller can apply project() to all steps in one GEMM.
   StepOutput step(const at::Tensor& tokens, DecoderState& state, bool project = true);
+  // The same step for teacher forcing, from force_inputs(); never projects. Needs
+  // options.fused_kernels() (the reference torch::nn::GRU takes whole inputs only).
+  ForcedInputs force_inputs(const at::Tensor& tokens);  // tokens [B, T]
+  StepOutput forced_step(const ForcedInputs& inputs, int64_t t, DecoderState& state);
   // Attentional vectors [..., H] -> logits [..., V].
   at::Tensor project(const at::Tensor& feed);
   // One GRU step: input [N, I], hidden [layers, N, H] -> new hidden [layers, N, H].
   at::Tensor run_gru(const at::Tensor& input, const at::Tensor& hidden);
+  // The same with the first layer's input projection given: gates [N, 3H].
+  at::Tensor run_gru_from_gates(const at::Tensor& gates, const at::Tensor& hidden);
+
+ private:
+  // The decoder GRU's input besides the embedding: [N, I - E] (feed, fixed context), or undefined.
+  at::Tensor rest_of_input(const DecoderState& state) const;
+  // Attention, combine and (optionally) output after the GRU has advanced `state`.
+  StepOutput finish_step(DecoderState& state, bool project);
+
+ public:
 
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};
