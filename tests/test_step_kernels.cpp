@@ -8,6 +8,7 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include "attnkit/kernels/context.h"
+#include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/train/trainer.h"
 #include "testing.h"
@@ -87,6 +88,41 @@ TEST(LossKernel, RejectsTargetsOutsideTheVocabulary) {
   EXPECT_THROW(kernels::label_smoothed_cross_entropy(at::zeros({2, 3}),
                                                      at::tensor({1, 3}, at::kLong), 0.1, 0),
                c10::Error);
+}
+
+TEST(DropoutKernel, KeepsTheRightShareScaledAndIsReproducibleFromTheSeed) {
+  auto x = at::rand({1000, 1001}) + 0.5;  // no zeros, so a zero output means dropped
+  for (double p : {0.1, 0.5}) {
+    at::manual_seed(16);
+    auto y = kernels::dropout(x, p, /*training=*/true);
+    auto kept = y != 0;
+    const double share = kept.to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(share, 1 - p, 0.002) << "p " << p;  // about 4 sigma over 1e6 draws
+    EXPECT_TRUE(close(y.masked_select(kept), x.masked_select(kept) / (1 - p), 1e-6, 1e-6));
+    // Neighbouring elements (which share a hash) are independent: P(both kept) = (1 - p)^2.
+    auto pairs = kept.view({-1, 2}).all(1).to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(pairs, (1 - p) * (1 - p), 0.003);
+    at::manual_seed(16);
+    EXPECT_TRUE(at::equal(kernels::dropout(x, p, true), y));
+    EXPECT_FALSE(at::equal(kernels::dropout(x, p, true), y));  // the stream moved on
+  }
+}
+
+TEST(DropoutKernel, BackwardUsesTheForwardMask) {
+  auto x = (at::rand({7, 33}, at::kDouble) + 0.5).requires_grad_();
+  auto g = at::randn({7, 33}, at::kDouble);
+  auto y = kernels::dropout(x, 0.3, true);
+  auto dx = torch::autograd::grad({y}, {x}, {g})[0];
+  EXPECT_TRUE(close(dx, g * y.detach() / x.detach(), 1e-12, 1e-12));
+}
+
+TEST(DropoutKernel, IdentityWhenNotTrainingAndZerosAtOne) {
+  auto x = at::randn({4, 5});
+  EXPECT_TRUE(kernels::dropout(x, 0.5, false).is_same(x));
+  EXPECT_TRUE(kernels::dropout(x, 0.0, true).is_same(x));
+  auto zeros = kernels::dropout(x, 1.0, true);
+  EXPECT_EQ(zeros.abs().max().item<float>(), 0.f);
+  EXPECT_THROW(kernels::dropout(x, 1.5, true), c10::Error);
 }
 
 TEST(ClipGradNorm, MatchesTorchClipGradNorm) {

@@ -6,6 +6,7 @@
 #include <torch/nn/utils/rnn.h>
 
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/gru.h"
 
 namespace attnkit::seq2seq {
@@ -25,6 +26,11 @@ int64_t decoder_input_size(const Seq2SeqOptions& o) {
          (o.attention() ? 0 : memory_size(o));
 }
 
+// The fused kernels' dropout or, on the reference path, LibTorch's.
+at::Tensor drop(const at::Tensor& x, double p, const Seq2SeqOptions& o, bool training) {
+  return o.fused_kernels() ? kernels::dropout(x, p, training) : at::dropout(x, p, training);
+}
+
 }  // namespace
 
 EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
@@ -35,13 +41,11 @@ EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
               .bidirectional(o.bidirectional())
               .batch_first(true)
               .dropout(o.layers() > 1 ? o.dropout() : 0.0)),
-      dropout(o.dropout()),
       bridge(memory_size(o), o.hidden_size()),
       self_attention(),
       self_attention_norm() {
   register_module("embedding", embedding);
   register_module("gru", gru);
-  register_module("dropout", dropout);
   register_module("bridge", bridge);
   for (int64_t i = 0; i < o.self_attention_layers(); ++i) {
     self_attention->push_back(
@@ -60,7 +64,7 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
   TORCH_CHECK(lengths.numel() == 0 || lengths.min().item<int64_t>() >= 1,
               "Encoder: every source needs at least one token");
   const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
-  auto embedded = dropout(embedding(source));       // [B, S, E]
+  auto embedded = drop(embedding(source), options.dropout(), options, is_training());  // [B, S, E]
   auto [memory, h_n] = run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
   auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
@@ -70,10 +74,11 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
   for (size_t i = 0; i < self_attention->size(); ++i) {
     auto attended =
         self_attention[i]->as<MultiheadAttention>()->forward(memory, memory, memory, mask);
-    memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(memory +
-                                                                         dropout(attended.output));
+    auto residual = drop(attended.output, options.dropout(), options, is_training());
+    memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(memory + residual);
   }
-  return {dropout(memory), mask, at::tanh(bridge(finals)), finals[layers - 1]};
+  return {drop(memory, options.dropout(), options, is_training()), mask, at::tanh(bridge(finals)),
+          finals[layers - 1]};
 }
 
 std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedded,
@@ -104,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedd
       finals.push_back(final);
     }
     x = dirs == 1 ? outputs[0] : at::cat(outputs, -1);  // [B, S, H * dirs]
-    if (l + 1 < options.layers()) x = at::dropout(x, gru->options.dropout(), is_training());
+    if (l + 1 < options.layers()) x = drop(x, gru->options.dropout(), options, is_training());
   }
   return {x, at::stack(finals)};
 }
@@ -135,8 +140,7 @@ DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
               .batch_first(true)
               .dropout(o.layers() > 1 ? o.dropout() : 0.0)),
       combine(o.hidden_size() + memory_size(o), o.hidden_size()),
-      output(o.hidden_size(), o.target_vocab()),
-      dropout(o.dropout()) {
+      output(o.hidden_size(), o.target_vocab()) {
   register_module("embedding", embedding);
   register_module("gru", gru);
   if (o.attention()) {
@@ -151,7 +155,6 @@ DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
   }
   register_module("combine", combine);
   register_module("output", output);
-  register_module("dropout", dropout);
 }
 
 DecoderState DecoderImpl::start(const EncoderOutput& e) {
@@ -169,13 +172,14 @@ DecoderState DecoderImpl::start(const EncoderOutput& e) {
 at::Tensor DecoderImpl::rest_of_input(const DecoderState& s) const {
   std::vector<at::Tensor> parts;
   if (options.input_feeding()) parts.push_back(s.feed.squeeze(1));  // [N, H]
-  if (!attention) parts.push_back(s.summary);                        // [N, Hm]
+  if (!attention) parts.push_back(s.summary);                       // [N, Hm]
   if (parts.empty()) return {};
   return parts.size() == 1 ? parts[0] : at::cat(parts, -1);
 }
 
 StepOutput DecoderImpl::step(const at::Tensor& tokens, DecoderState& s, bool project_now) {
-  auto input = dropout(embedding(tokens.view({-1})));  // [N, E]
+  auto input =
+      drop(embedding(tokens.view({-1})), options.dropout(), options, is_training());  // [N, E]
   auto rest = rest_of_input(s);
   s.hidden = run_gru(rest.defined() ? at::cat({input, rest}, -1) : input, s.hidden);  // [L, N, H]
   return finish_step(s, project_now);
@@ -185,10 +189,10 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   TORCH_CHECK(options.fused_kernels(), "Decoder::force_inputs needs fused_kernels");
   const auto weights = gru->all_weights();  // layer 0: w_ih [3H, I], b_ih [3H]
   const int64_t E = options.embed_size(), I = weights[0].size(1);
-  auto embedded = dropout(embedding(tokens));  // [B, T, E]
+  auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
   in.gates = at::linear(embedded, weights[0].narrow(1, 0, E), weights[2]).unbind(1);  // T x [B, 3H]
-  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                    // [3H, I - E]
+  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                              // [3H, I - E]
   return in;
 }
 
@@ -235,7 +239,7 @@ at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Te
   for (int64_t l = 0; l < options.layers(); ++l) {
     const auto* w = &weights[4 * l];
     if (l > 0) {
-      auto x = at::dropout(states.back(), gru->options.dropout(), is_training());  // [N, H]
+      auto x = drop(states.back(), gru->options.dropout(), options, is_training());  // [N, H]
       gi = at::linear(x, w[0], w[2]);
     }
     states.push_back(kernels::gru_cell(gi, hidden[l], w[1], w[3]));
@@ -243,7 +247,9 @@ at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Te
   return at::stack(states);  // [L, N, H]
 }
 
-at::Tensor DecoderImpl::project(const at::Tensor& feed) { return output(dropout(feed)); }
+at::Tensor DecoderImpl::project(const at::Tensor& feed) {
+  return output(drop(feed, options.dropout(), options, is_training()));
+}
 
 Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
   register_module("encoder", encoder);

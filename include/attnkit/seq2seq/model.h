@@ -2,7 +2,6 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -61,7 +60,6 @@ class EncoderImpl : public torch::nn::Module {
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};
   torch::nn::GRU gru{nullptr};
-  torch::nn::Dropout dropout{nullptr};
   torch::nn::Linear bridge{nullptr};
   torch::nn::ModuleList self_attention{nullptr};
   torch::nn::ModuleList self_attention_norm{nullptr};
@@ -134,7 +132,6 @@ class DecoderImpl : public torch::nn::Module {
   Attention attention{nullptr};
   torch::nn::Linear combine{nullptr};  // the notes' Linear over [state; context]
   torch::nn::Linear output{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(Decoder);
 
