@@ -152,17 +152,16 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
 
-  // Every sentence starts as k copies; only the first is live, so the first step does not
-  // pick the same token k times.
+  // Every sentence starts as one beam (its k would all be the same), and has k from the
+  // second step on.
   auto encoded = model->encoder->forward(source, lengths);
   Stepper step(model, o);
-  auto state = model->decoder->start(encoded).select(
-      at::arange(batch, at::kLong).repeat_interleave(k));  // [A * k] rows, A = active sentences
+  auto state = model->decoder->start(encoded);  // [A * beams] rows, A = active sentences
+  int64_t beams = 1;
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  std::vector<double> scores(batch * k, neg_inf);  // [A, k]: each beam's log-probability
-  for (int64_t b = 0; b < batch; ++b) scores[b * k] = 0;
+  std::vector<double> scores(batch, 0.0);  // [A, beams]: each beam's log-probability
   std::vector<float> scratch;
-  auto tokens = at::full({batch * k}, Vocab::kSos, at::kLong);
+  auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
   using Beams = std::vector<std::vector<int64_t>>;
@@ -174,7 +173,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
     auto out = step(tokens, state);
-    const auto logits = out.logits.to(at::kFloat).contiguous();  // [rows * k, V]
+    const auto logits = out.logits.to(at::kFloat).contiguous();  // [rows * beams, V]
     const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
     const int64_t want = std::min(2 * k, k * vocab);
@@ -187,15 +186,15 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       int64_t live = 0;
       std::vector<int64_t> my_origin, my_tokens;
       std::vector<double> my_scores;
-      const auto candidates = best_extensions(logits.data_ptr<float>() + a * k * vocab, k, vocab,
-                                              scores.data() + a * k, want, scratch);
+      const auto candidates = best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams,
+                                              vocab, scores.data() + a * beams, want, scratch);
       for (const Candidate& c : candidates) {
         if (live >= k) break;
         const double score = c.score;
         const int64_t beam = c.beam, token = c.token;
         auto seq = seqs[b][beam];
         auto att = attns[b][beam];
-        att.push_back(out.attention.select(0, a * k + beam));
+        att.push_back(out.attention.select(0, a * beams + beam));
         if (token == Vocab::kEos || t + 1 >= limits[b]) {
           if (token != Vocab::kEos) seq.push_back(token);
           Hypothesis h;
@@ -207,7 +206,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
           continue;
         }
         seq.push_back(token);
-        my_origin.push_back(a * k + beam);
+        my_origin.push_back(a * beams + beam);
         my_tokens.push_back(token);
         my_scores.push_back(score);
         new_seqs[live] = std::move(seq);
@@ -218,12 +217,12 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       // later steps compute only the sentences still searching.
       if (static_cast<int64_t>(finished[b].size()) >= k || live == 0) continue;
       for (; live < k; ++live) {  // pad to k rows with dead beams
-        my_origin.push_back(a * k);
+        my_origin.push_back(a * beams);
         my_tokens.push_back(Vocab::kPad);
         my_scores.push_back(neg_inf);
       }
       still_active.push_back(b);
-      for (int64_t i = 0; i < k; ++i) source_rows.push_back(a * k + i);
+      for (int64_t i = 0; i < k; ++i) source_rows.push_back(a * beams);
       origin.insert(origin.end(), my_origin.begin(), my_origin.end());
       next_token.insert(next_token.end(), my_tokens.begin(), my_tokens.end());
       next_scores.insert(next_scores.end(), my_scores.begin(), my_scores.end());
@@ -233,10 +232,11 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
     active = std::move(still_active);
     if (active.empty()) break;
     // Every beam of a sentence reads the same source rows, so those move only when sentences
-    // leave the batch.
-    const bool compacted = static_cast<int64_t>(active.size()) != rows;
+    // leave the batch or their beams multiply.
+    const bool moved = static_cast<int64_t>(active.size()) != rows || beams != k;
     state = state.reorder_beams(at::tensor(origin, at::kLong),
-                                compacted ? at::tensor(source_rows, at::kLong) : at::Tensor());
+                                moved ? at::tensor(source_rows, at::kLong) : at::Tensor());
+    beams = k;
     tokens = at::tensor(next_token, at::kLong);
     scores = std::move(next_scores);
   }
