@@ -5,6 +5,8 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "attnkit/seq2seq/fused_step.h"
 #include "attnkit/seq2seq/search.h"
 #include "testing.h"
@@ -85,6 +87,29 @@ TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
         EXPECT_NEAR(actual[b][h].score, expected[b][h].score, 1e-4);
         EXPECT_TRUE(close(actual[b][h].attention, expected[b][h].attention));
       }
+    }
+  }
+}
+
+// The beam's candidate ranking against the composite it replaced: log-softmax, add the beam
+// scores in double, top-k over all k x V extensions.
+TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
+  at::manual_seed(23);
+  const int64_t k = 4, V = 301, want = 8;
+  for (int trial = 0; trial < 20; ++trial) {
+    auto logits = (at::randn({k, V}) * 3).contiguous();
+    auto scores = at::randn({k}, at::kDouble) * 2;
+    if (trial % 3 == 0) scores[2] = -std::numeric_limits<double>::infinity();  // a dead beam
+    std::vector<double> beam_scores(scores.data_ptr<double>(), scores.data_ptr<double>() + k);
+    std::vector<float> scratch;
+    auto actual = seq2seq::detail::best_extensions(logits.data_ptr<float>(), k, V,
+                                                   beam_scores.data(), want, scratch);
+    auto total = (scores.unsqueeze(1) + at::log_softmax(logits, -1).to(at::kDouble)).view({-1});
+    auto [top, index] = total.topk(want);
+    ASSERT_EQ(static_cast<int64_t>(actual.size()), want);
+    for (int64_t c = 0; c < want; ++c) {
+      EXPECT_NEAR(actual[c].score, top[c].item<double>(), 1e-5) << "trial " << trial;
+      EXPECT_EQ(actual[c].beam * V + actual[c].token, index[c].item<int64_t>()) << "trial " << trial;
     }
   }
 }

@@ -138,6 +138,27 @@ inline float max_of(const float* x, int64_t n) {
   return best;
 }
 
+// The first i in [from, n) with x[i] > threshold, or n.
+__attribute__((target("avx2,fma"))) inline int64_t next_above_avx2(const float* x, int64_t from,
+                                                                   int64_t n, float threshold) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  int64_t i = from;
+  for (; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ));
+    if (mask) return i + __builtin_ctz(static_cast<unsigned>(mask));
+  }
+  for (; i < n; ++i)
+    if (x[i] > threshold) return i;
+  return n;
+}
+
+inline int64_t next_above(const float* x, int64_t from, int64_t n, float threshold) {
+  if (have_avx2()) return next_above_avx2(x, from, n, threshold);
+  for (int64_t i = from; i < n; ++i)
+    if (x[i] > threshold) return i;
+  return n;
+}
+
 // x[i] = tanh(x[i]) for i < n.
 __attribute__((target("avx2,fma"))) inline void tanh_inplace_avx2(float* x, int64_t n) {
   int64_t i = 0;

@@ -32,17 +32,10 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
   return out;
 }
 
-struct Candidate {
-  double score;  // the beam's log-probability plus the token's
-  int64_t beam, token;
-};
+}  // namespace
 
-// The best `want` one-token extensions of a sentence's k beams, best first. logits [k, V];
-// beams scored -inf are dead. A beam's log-probabilities are its logits minus one log-sum-exp,
-// so its best tokens are its largest logits; and any of the best `want` extensions overall is
-// among its own beam's best `want`. So each beam contributes its `want` largest logits (one
-// pass), and only those k * want candidates are ranked: no [k, V] log-probabilities in double
-// and no top-k over k * V, as the composite version needed.
+namespace detail {
+
 std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
                                        const double* beam_scores, int64_t want,
                                        std::vector<float>& scratch) {
@@ -57,8 +50,8 @@ std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t v
         mx + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), mx));
     top.clear();
     float threshold = -std::numeric_limits<float>::infinity();  // the smallest kept, once full
-    for (int64_t j = 0; j < vocab; ++j) {
-      if (x[j] <= threshold) continue;
+    for (int64_t j = kernels::simd::next_above(x, 0, vocab, threshold); j < vocab;
+         j = kernels::simd::next_above(x, j + 1, vocab, threshold)) {
       if (static_cast<int64_t>(top.size()) == want) top.erase(top.begin());
       top.insert(std::upper_bound(top.begin(), top.end(), std::pair{x[j], -j},
                                   [](const auto& a, const auto& b) { return a.first < b.first; }),
@@ -76,6 +69,10 @@ std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t v
   if (static_cast<int64_t>(all.size()) > want) all.resize(want);
   return all;
 }
+
+}  // namespace detail
+
+namespace {
 
 // The decoder step a search runs: FusedStep when allowed, else the module's own.
 class Stepper {
@@ -186,9 +183,9 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       int64_t live = 0;
       std::vector<int64_t> my_origin, my_tokens;
       std::vector<double> my_scores;
-      const auto candidates = best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams,
+      const auto candidates = detail::best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams,
                                               vocab, scores.data() + a * beams, want, scratch);
-      for (const Candidate& c : candidates) {
+      for (const detail::Candidate& c : candidates) {
         if (live >= k) break;
         const double score = c.score;
         const int64_t beam = c.beam, token = c.token;
