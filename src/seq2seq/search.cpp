@@ -32,6 +32,19 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
   return out;
 }
 
+// The [T, S] attention of a hypothesis from its (step, row) trail.
+at::Tensor gather_attention(const std::vector<at::Tensor>& steps,
+                            const std::vector<std::pair<int64_t, int64_t>>& trail) {
+  const int64_t S = steps.front().size(1);
+  auto out = at::empty({static_cast<int64_t>(trail.size()), S});
+  float* o = out.data_ptr<float>();
+  for (const auto& [step, row] : trail) {
+    const float* src = steps[step].data_ptr<float>() + row * S;
+    o = std::copy(src, src + S, o);
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -162,7 +175,11 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
   using Beams = std::vector<std::vector<int64_t>>;
-  using Attentions = std::vector<std::vector<at::Tensor>>;
+  // A beam's attention as (step, row) pairs into the steps' weight tensors, copied out only for
+  // hypotheses that finish: no tensor op per candidate.
+  using Trail = std::vector<std::pair<int64_t, int64_t>>;
+  using Attentions = std::vector<Trail>;
+  std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
   std::vector<Beams> seqs(batch, Beams(k));
   std::vector<Attentions> attns(batch, Attentions(k));
   std::vector<std::vector<Hypothesis>> finished(batch);
@@ -171,6 +188,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
     const int64_t rows = static_cast<int64_t>(active.size());
     auto out = step(tokens, state);
     const auto logits = out.logits.to(at::kFloat).contiguous();  // [rows * beams, V]
+    step_attention.push_back(out.attention.to(at::kFloat).contiguous());  // [rows * beams, S]
     const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
     const int64_t want = std::min(2 * k, k * vocab);
@@ -191,14 +209,14 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
         const int64_t beam = c.beam, token = c.token;
         auto seq = seqs[b][beam];
         auto att = attns[b][beam];
-        att.push_back(out.attention.select(0, a * beams + beam));
+        att.emplace_back(t, a * beams + beam);
         if (token == Vocab::kEos || t + 1 >= limits[b]) {
           if (token != Vocab::kEos) seq.push_back(token);
           Hypothesis h;
           h.tokens = std::move(seq);
           h.log_prob = score;
           h.score = normalise(score, h.tokens.size() + 1, o.length_penalty);
-          h.attention = at::stack(att);
+          h.attention = gather_attention(step_attention, att);
           finished[b].push_back(std::move(h));
           continue;
         }
