@@ -32,9 +32,12 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
   return out;
 }
 
-// The [T, S] attention of a hypothesis from its (step, row) trail.
-at::Tensor gather_attention(const std::vector<at::Tensor>& steps,
-                            const std::vector<std::pair<int64_t, int64_t>>& trail) {
+// A hypothesis's attention as (step, row) pairs into the steps' weight tensors, copied out
+// only when it finishes: no tensor op per token or candidate.
+using Trail = std::vector<std::pair<int64_t, int64_t>>;
+
+// The [T, S] attention of a hypothesis from its trail.
+at::Tensor gather_attention(const std::vector<at::Tensor>& steps, const Trail& trail) {
   const int64_t S = steps.front().size(1);
   auto out = at::empty({static_cast<int64_t>(trail.size()), S});
   float* o = out.data_ptr<float>();
@@ -116,17 +119,28 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   Stepper step(model, o);
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<Hypothesis> hyps(batch);
-  std::vector<std::vector<at::Tensor>> attention(batch);
+  std::vector<at::Tensor> step_attention;           // [rows of that step, S] per step
+  std::vector<Trail> trails(batch);                 // each sentence's (step, row) pairs
+  std::vector<float> scratch;
   std::vector<int64_t> active(batch);  // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     auto out = step(tokens, state);
-    auto [best, index] = at::log_softmax(out.logits, -1).max(-1);  // [A]
-    std::vector<int64_t> keep_rows, still_active;
+    const auto logits = out.logits.to(at::kFloat).contiguous();  // [A, V]
+    const int64_t vocab = logits.size(-1);
+    step_attention.push_back(out.attention.to(at::kFloat).contiguous());
+    scratch.resize(vocab);
+    std::vector<int64_t> keep_rows, still_active, next;
     for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
-      const int64_t b = active[a], token = index[a].item<int64_t>();
-      hyps[b].log_prob += best[a].item<double>();
-      attention[b].push_back(out.attention[a]);
+      // The best token and its log-probability: its logit minus the row's log-sum-exp.
+      const float* x = logits.data_ptr<float>() + a * vocab;
+      const int64_t token = std::max_element(x, x + vocab) - x;
+      const float lse =
+          x[token] + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab),
+                                                       x[token]));
+      const int64_t b = active[a];
+      hyps[b].log_prob += static_cast<double>(x[token] - lse);
+      trails[b].emplace_back(t, a);
       if (token == Vocab::kEos || t + 1 >= limits[b]) {
         if (token != Vocab::kEos) hyps[b].tokens.push_back(token);
         continue;  // finished: its row leaves the batch
@@ -134,19 +148,17 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
       hyps[b].tokens.push_back(token);
       keep_rows.push_back(a);
       still_active.push_back(b);
+      next.push_back(token);
     }
-    if (still_active.size() != active.size() && !still_active.empty()) {
-      auto rows = at::tensor(keep_rows, at::kLong);
-      state = state.select(rows);
-      index = index.index_select(0, rows);
-    }
+    if (still_active.size() != active.size() && !still_active.empty())
+      state = state.select(at::tensor(keep_rows, at::kLong));
     active = std::move(still_active);
-    tokens = index;
+    tokens = at::tensor(next, at::kLong);
   }
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {
     hyps[b].score = normalise(hyps[b].log_prob, hyps[b].tokens.size() + 1, o.length_penalty);
-    hyps[b].attention = at::stack(attention[b]);  // [T, S]
+    hyps[b].attention = gather_attention(step_attention, trails[b]);  // [T, S]
     results[b].push_back(std::move(hyps[b]));
   }
   return results;
@@ -175,10 +187,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
   using Beams = std::vector<std::vector<int64_t>>;
-  // A beam's attention as (step, row) pairs into the steps' weight tensors, copied out only for
-  // hypotheses that finish: no tensor op per candidate.
-  using Trail = std::vector<std::pair<int64_t, int64_t>>;
-  using Attentions = std::vector<Trail>;
+  using Attentions = std::vector<Trail>;  // per beam
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
   std::vector<Beams> seqs(batch, Beams(k));
   std::vector<Attentions> attns(batch, Attentions(k));
