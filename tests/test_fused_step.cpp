@@ -109,7 +109,8 @@ TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
     ASSERT_EQ(static_cast<int64_t>(actual.size()), want);
     for (int64_t c = 0; c < want; ++c) {
       EXPECT_NEAR(actual[c].score, top[c].item<double>(), 1e-5) << "trial " << trial;
-      EXPECT_EQ(actual[c].beam * V + actual[c].token, index[c].item<int64_t>()) << "trial " << trial;
+      EXPECT_EQ(actual[c].beam * V + actual[c].token, index[c].item<int64_t>())
+          << "trial " << trial;
     }
   }
 }

@@ -128,7 +128,8 @@ TEST(Search, BeamOfOneEqualsGreedy) {
   auto greedy_together = seq2seq::greedy_search(model, source, lengths, one);
   for (size_t i = 0; i < ids.size(); i += 7) {
     auto [alone_src, alone_len] = seq2seq::pad_batch({ids[i]});
-    EXPECT_EQ(seq2seq::beam_search(model, alone_src, alone_len, three)[0][0].tokens, together[i][0].tokens);
+    EXPECT_EQ(seq2seq::beam_search(model, alone_src, alone_len, three)[0][0].tokens,
+              together[i][0].tokens);
     EXPECT_EQ(seq2seq::greedy_search(model, alone_src, alone_len, one)[0][0].tokens,
               greedy_together[i][0].tokens);
   }

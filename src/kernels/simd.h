@@ -62,13 +62,14 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 }
 
 // sum_h v[h] tanh(a[h] + b[h])
-__attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, const float* b, const float* v,
-                                                               int64_t n) {
+__attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, const float* b,
+                                                               const float* v, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + i),
-                          tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))), acc);
+                          tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))),
+                          acc);
   float sum = hsum(acc);
   for (; i < n; ++i) sum += v[i] * std::tanh(a[i] + b[i]);
   return sum;
@@ -82,17 +83,19 @@ inline float tanh_dot(const float* a, const float* b, const float* v, int64_t n)
 }
 
 // With t = tanh(a + b): da += g v (1 - t^2), db += the same, dv += g t.
-inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da, float* db,
-                          float* dv, int64_t n);
+inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da,
+                          float* db, float* dv, int64_t n);
 
-__attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* a, const float* b, const float* v,
-                                                                   float g, float* da, float* db, float* dv,
+__attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* a, const float* b,
+                                                                   const float* v, float g,
+                                                                   float* da, float* db, float* dv,
                                                                    int64_t n) {
   const __m256 vg = _mm256_set1_ps(g), one = _mm256_set1_ps(1.f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 t = tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-    const __m256 d = _mm256_mul_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(v + i)), _mm256_fnmadd_ps(t, t, one));
+    const __m256 d =
+        _mm256_mul_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(v + i)), _mm256_fnmadd_ps(t, t, one));
     _mm256_storeu_ps(da + i, _mm256_add_ps(_mm256_loadu_ps(da + i), d));
     _mm256_storeu_ps(db + i, _mm256_add_ps(_mm256_loadu_ps(db + i), d));
     _mm256_storeu_ps(dv + i, _mm256_fmadd_ps(vg, t, _mm256_loadu_ps(dv + i)));
@@ -105,8 +108,8 @@ __attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* 
   }
 }
 
-inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da, float* db,
-                          float* dv, int64_t n) {
+inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da,
+                          float* db, float* dv, int64_t n) {
   if (have_avx2()) return tanh_backward_avx2(a, b, v, g, da, db, dv, n);
   for (int64_t i = 0; i < n; ++i) {
     const float t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
@@ -172,7 +175,8 @@ inline void tanh_inplace(float* x, int64_t n) {
 }
 
 // p[j] = exp(s[j] - m) for j < n; returns the sum.
-__attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n, float m) {
+__attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n,
+                                                                float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
   int j = 0;
@@ -182,14 +186,16 @@ __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, 
     acc = _mm256_add_ps(acc, e);
   }
   float sum = hsum(acc);
-  for (; j < n; ++j) sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
+  for (; j < n; ++j)
+    sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
   return sum;
 }
 
 inline float exp_shift(const float* s, float* p, int n, float m) {
   if (have_avx2()) return exp_shift_avx2(s, p, n, m);
   float sum = 0;
-  for (int j = 0; j < n; ++j) sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
+  for (int j = 0; j < n; ++j)
+    sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
   return sum;
 }
 

@@ -119,8 +119,8 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   Stepper step(model, o);
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<Hypothesis> hyps(batch);
-  std::vector<at::Tensor> step_attention;           // [rows of that step, S] per step
-  std::vector<Trail> trails(batch);                 // each sentence's (step, row) pairs
+  std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
+  std::vector<Trail> trails(batch);        // each sentence's (step, row) pairs
   std::vector<float> scratch;
   std::vector<int64_t> active(batch);  // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
@@ -135,9 +135,8 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
       // The best token and its log-probability: its logit minus the row's log-sum-exp.
       const float* x = logits.data_ptr<float>() + a * vocab;
       const int64_t token = std::max_element(x, x + vocab) - x;
-      const float lse =
-          x[token] + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab),
-                                                       x[token]));
+      const float lse = x[token] + std::log(kernels::simd::exp_shift(
+                                       x, scratch.data(), static_cast<int>(vocab), x[token]));
       const int64_t b = active[a];
       hyps[b].log_prob += static_cast<double>(x[token] - lse);
       trails[b].emplace_back(t, a);
@@ -187,7 +186,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
   using Beams = std::vector<std::vector<int64_t>>;
-  using Attentions = std::vector<Trail>;  // per beam
+  using Attentions = std::vector<Trail>;   // per beam
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
   std::vector<Beams> seqs(batch, Beams(k));
   std::vector<Attentions> attns(batch, Attentions(k));
@@ -196,7 +195,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
     auto out = step(tokens, state);
-    const auto logits = out.logits.to(at::kFloat).contiguous();  // [rows * beams, V]
+    const auto logits = out.logits.to(at::kFloat).contiguous();           // [rows * beams, V]
     step_attention.push_back(out.attention.to(at::kFloat).contiguous());  // [rows * beams, S]
     const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
@@ -210,8 +209,9 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       int64_t live = 0;
       std::vector<int64_t> my_origin, my_tokens;
       std::vector<double> my_scores;
-      const auto candidates = detail::best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams,
-                                              vocab, scores.data() + a * beams, want, scratch);
+      const auto candidates =
+          detail::best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams, vocab,
+                                  scores.data() + a * beams, want, scratch);
       for (const detail::Candidate& c : candidates) {
         if (live >= k) break;
         const double score = c.score;

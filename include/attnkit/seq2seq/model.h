@@ -125,7 +125,6 @@ class DecoderImpl : public torch::nn::Module {
   StepOutput finish_step(DecoderState& state, bool project);
 
  public:
-
   Seq2SeqOptions options;
   torch::nn::Embedding embedding{nullptr};
   torch::nn::GRU gru{nullptr};
