@@ -118,7 +118,8 @@ TEST(Gettext, PoReaderHandlesContextsPluralsContinuationsEscapesAndFuzzy) {
 }
 
 TEST(Gettext, PoSyntaxErrorNamesFileAndLine) {
-  const auto path = std::filesystem::temp_directory_path() / "attnkit_bad.po";
+  testing::ScratchDir dir("bad_po");
+  const auto path = dir / "attnkit_bad.po";
   std::ofstream(path) << "msgid \"a\"\nmsgstr \"b\"\nbogus \"c\"\n";
   try {
     read_po(path.string());
@@ -157,8 +158,9 @@ void write_mo(const std::string& path,
 }
 
 TEST(Gettext, MoReaderReadsBothByteOrdersWithContextAndPlural) {
+  testing::ScratchDir dir("mo");
   for (bool big : {false, true}) {
-    const auto path = (std::filesystem::temp_directory_path() / "attnkit_test.mo").string();
+    const auto path = (dir / "attnkit_test.mo").string();
     write_mo(path,
              {{"", "Content-Type: text/plain; charset=UTF-8\n"},
               {"menu\x04_Quit", "退出(_Q)"},
@@ -181,7 +183,8 @@ TEST(Gettext, MoReaderReadsBothByteOrdersWithContextAndPlural) {
 }
 
 TEST(Gettext, CorruptMoIsAClearError) {
-  const auto path = (std::filesystem::temp_directory_path() / "attnkit_bad.mo").string();
+  testing::ScratchDir dir("bad_mo");
+  const auto path = (dir / "attnkit_bad.mo").string();
   std::ofstream(path, std::ios::binary)
       << std::string("\xde\x12\x04\x95\0\0\0\0\xff\xff\xff\x0f", 12) << std::string(20, '\x7f');
   EXPECT_THROW(read_mo(path), Error);

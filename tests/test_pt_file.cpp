@@ -25,12 +25,6 @@ std::string read_bytes(const std::string& path) {
   return s.str();
 }
 
-fs::path temp_dir() {
-  auto dir = fs::temp_directory_path() / ("attnkit_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
 TEST(PtFile, ReadsAnOrderedDictStateDictInOrder) {
   auto sd = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
   ASSERT_EQ(sd.size(), 4u);
@@ -50,7 +44,8 @@ TEST(PtFile, GenericLoadGivesAnIValueDict) {
 }
 
 TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
-  auto path = (temp_dir() / "roundtrip.pt").string();
+  testing::ScratchDir dir("pt_roundtrip");
+  auto path = (dir / "roundtrip.pt").string();
   auto strided = at::arange(12, at::kDouble).reshape({3, 4}).t();  // non-contiguous
   io::TensorDict in = {{"z", at::randn({2, 3})},
                        {"a", strided},
@@ -64,7 +59,7 @@ TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
     EXPECT_EQ(out[i].second.scalar_type(), in[i].second.scalar_type());
     EXPECT_TRUE(out[i].second.equal(in[i].second)) << in[i].first;
   }
-  for (const auto& entry : fs::directory_iterator(temp_dir()))
+  for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "temporary file left";
 }
 

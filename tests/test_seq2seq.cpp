@@ -12,6 +12,7 @@
 #include "attnkit/seq2seq/search.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/trainer.h"
+#include "testing.h"
 
 namespace attnkit {
 namespace {
@@ -56,12 +57,6 @@ train::TrainOptions quick_options(const std::string& dir) {
   return o;
 }
 
-fs::path fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("attnkit_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
-
 class SyntheticTask : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
@@ -71,7 +66,8 @@ TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
   at::manual_seed(1);
   auto t = make_task(GetParam(), 2500);
   seq2seq::Seq2Seq model(t.config.model);
-  auto o = quick_options(fresh_dir(GetParam()).string());
+  testing::ScratchDir dir(GetParam());
+  auto o = quick_options(dir.str());
   o.epochs = 12;
   train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
 
@@ -104,7 +100,8 @@ TEST(Search, BeamOfOneEqualsGreedy) {
   at::manual_seed(2);
   auto t = make_task("reverse", 400);
   seq2seq::Seq2Seq model(t.config.model);
-  auto o = quick_options(fresh_dir("beam").string());
+  testing::ScratchDir dir("beam");
+  auto o = quick_options(dir.str());
   o.epochs = 2;
   train::train_model(model, t.config, t.vocab, t.vocab, t.data,
                      o);  // partly trained: ties unlikely
@@ -174,8 +171,9 @@ TEST(Training, ResumeIsBitIdentical) {
     }
     return model;
   };
-  auto straight = run(fresh_dir("straight"), {12}, 0.7);
-  auto resumed = run(fresh_dir("resumed"), {7, 5}, 0.7);
+  testing::ScratchDir straight_dir("straight"), resumed_dir("resumed");
+  auto straight = run(straight_dir.path(), {12}, 0.7);
+  auto resumed = run(resumed_dir.path(), {7, 5}, 0.7);
   auto a = straight->named_parameters(), b = resumed->named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (const auto& p : a) EXPECT_TRUE(p.value().equal(b[p.key()])) << p.key();
@@ -194,15 +192,14 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("/no/such/model"), std::string::npos);
   }
   auto t = make_task("copy", 50);
-  auto dir = fresh_dir("mismatch");
-  fs::create_directories(dir);
+  testing::ScratchDir dir("mismatch");
   seq2seq::Seq2Seq model(t.config.model);
-  seq2seq::save_config(dir.string(), t.config);
+  seq2seq::save_config(dir.str(), t.config);
   seq2seq::save_weights(model, (dir / "model.pt").string());
   t.vocab.save((dir / "source.vocab").string());
   data::Vocab::build({{"only", "three", "words"}}, 1).save((dir / "target.vocab").string());
   try {
-    seq2seq::Translator translator(dir.string());
+    seq2seq::Translator translator(dir.str());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("target.vocab has 7 tokens but config.json says"),
@@ -210,7 +207,7 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
         << e.what();
   }
   t.vocab.save((dir / "target.vocab").string());
-  EXPECT_NO_THROW(seq2seq::Translator translator(dir.string()));
+  EXPECT_NO_THROW(seq2seq::Translator translator(dir.str()));
 }
 
 TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
@@ -224,7 +221,8 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
       t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Gumbel);
     if (variant == 3) t.config.model.self_attention_layers(1).self_attention_heads(2).layers(2);
     seq2seq::Seq2Seq model(t.config.model);
-    auto o = quick_options(fresh_dir("variant" + std::to_string(variant)).string());
+    testing::ScratchDir dir("variant" + std::to_string(variant));
+    auto o = quick_options(dir.str());
     o.epochs = 2;
     auto r = train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
     EXPECT_EQ(r.steps, 14);

@@ -8,6 +8,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
+#include "testing.h"
 
 namespace attnkit::data {
 namespace {
@@ -59,7 +60,8 @@ TEST(Tokenizer, SentencePieceTrainsEncodesAndDecodes) {
   for (int i = 0; i < 300; ++i)
     sentences.push_back("the file number " + std::to_string(i % 37) +
                         " was copied to %s by the user");
-  const auto prefix = (std::filesystem::temp_directory_path() / "attnkit_spm_test").string();
+  testing::ScratchDir dir("spm");
+  const auto prefix = (dir / "attnkit_spm_test").string();
   train_sentencepiece(sentences, prefix, 60);
   auto spm = make_tokenizer("spm:" + prefix + ".model");
   auto pieces = spm->tokenize("the file was copied to %s");
@@ -82,7 +84,7 @@ TEST(Vocab, SpecialsMinFrequencyAndOrder) {
 }
 
 TEST(Vocab, SaveLoadRoundTripAndErrors) {
-  const auto dir = std::filesystem::temp_directory_path();
+  testing::ScratchDir dir("vocab");
   auto v = Vocab::build({{"你", "好", "你"}}, 1);
   v.save((dir / "attnkit_vocab.txt").string());
   EXPECT_EQ(Vocab::load((dir / "attnkit_vocab.txt").string()), v);

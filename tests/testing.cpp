@@ -4,8 +4,21 @@
 #include <sstream>
 
 #include <torch/csrc/autograd/autograd.h>
+#include <unistd.h>
 
 namespace attnkit::testing {
+
+ScratchDir::ScratchDir(const std::string& name)
+    : path_(std::filesystem::temp_directory_path() /
+            ("attnkit_" + name + "_" + std::to_string(::getpid()))) {
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;  // a destructor must not throw; a leftover directory is harmless
+  std::filesystem::remove_all(path_, ignored);
+}
 
 std::string golden_path(const std::string& file) {
   return std::string(ATTNKIT_GOLDEN_DIR) + "/" + file;

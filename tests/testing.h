@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -37,6 +38,22 @@ std::vector<at::Tensor> parameters_of(const torch::nn::Module& module);
 
 // A scalar that depends on every element of the outputs, with fixed random projections.
 at::Tensor projection_loss(const at::Tensor& output, const at::Tensor& weights, int64_t seed);
+
+// A directory of its own under the system temp directory, emptied on creation and removed with
+// everything in it when the test ends, so repeated runs leave nothing behind.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& file) const { return path_ / file; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // A score x weighting pair for parameterised tests, with a readable name.
 struct ScoreWeighting {
