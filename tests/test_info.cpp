@@ -37,9 +37,16 @@ TEST(Info, ThreadPoliciesGiveTheCoresToOnePool) {
   set_threads(2, ThreadPolicy::Blas);
   EXPECT_EQ(runtime_info().intra_op_threads, 1);
   EXPECT_NE(detect_blas().detail.find(", 2 threads"), std::string::npos) << detect_blas().detail;
+  EXPECT_EQ(blas_threads(), 2);
+  {
+    ScopedBlasThreads single(1);
+    EXPECT_EQ(blas_threads(), 1);
+  }
+  EXPECT_EQ(blas_threads(), 2) << "the guard restores the count it found";
   set_threads(2, ThreadPolicy::IntraOp);
   EXPECT_EQ(runtime_info().intra_op_threads, 2);
   EXPECT_NE(detect_blas().detail.find(", 1 threads"), std::string::npos) << detect_blas().detail;
+  EXPECT_EQ(blas_threads(), 1);
   set_threads(1);
 }
 

@@ -146,6 +146,31 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     EXPECT_TRUE(rows == tokens || rows == tokens + 1)
         << rows << " rows for " << tokens << " tokens";
   }
+
+  // Batches translated side by side on threads give exactly the sequential results, each in
+  // its input position, whichever thread searched it.
+  seq2seq::Translator translator(t.config, model, t.vocab, t.vocab);
+  std::vector<std::string> sources;
+  for (const auto& e : t.test) sources.push_back(e.pair.source);
+  sources.insert(sources.begin() + 3, "");  // an empty line stays in place
+  for (int64_t beam_size : {1, 3}) {
+    seq2seq::SearchOptions search;
+    search.beam_size = beam_size;
+    search.nbest = beam_size == 1 ? 1 : 2;
+    const auto sequential = translator.translate(sources, search, 5, 1);
+    for (int parallel : {2, 3}) {
+      const auto side_by_side = translator.translate(sources, search, 5, parallel);
+      ASSERT_EQ(side_by_side.size(), sequential.size());
+      for (size_t i = 0; i < sequential.size(); ++i) {
+        EXPECT_EQ(side_by_side[i].text, sequential[i].text) << "sentence " << i;
+        EXPECT_EQ(side_by_side[i].nbest, sequential[i].nbest) << "sentence " << i;
+        EXPECT_EQ(side_by_side[i].attention.defined(), sequential[i].attention.defined());
+        if (sequential[i].attention.defined())
+          EXPECT_TRUE(side_by_side[i].attention.equal(sequential[i].attention)) << i;
+      }
+    }
+  }
+  EXPECT_EQ(translator.translate(sources, one, 5, 2)[3].text, "");
 }
 
 TEST(Training, ResumeIsBitIdentical) {

@@ -64,7 +64,7 @@ int run_eval(const EvalArgs& a) {
   auto score_model = [&](const std::string& dir) {
     seq2seq::Translator translator(dir);
     Scored s;
-    s.translations = translator.translate(sources, a.search, 32);
+    s.translations = translator.translate(sources, a.search, 32, /*parallel_batches=*/0);
     for (const auto& t : s.translations) s.hyps.push_back(t.text);
     return std::make_pair(std::move(s), translator.config().target_tokenizer);
   };

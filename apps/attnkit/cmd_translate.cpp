@@ -26,6 +26,7 @@ struct TranslateArgs {
   std::string model, input, output, format = "text";
   seq2seq::SearchOptions search;
   size_t batch_size = 32;
+  int parallel_batches = 0;
   bool timing = false;
   std::string attention_out;
 };
@@ -36,7 +37,7 @@ int run(const TranslateArgs& a) {
   seq2seq::Translator translator(a.model);
   const auto lines = data::read_lines(a.input);
   const auto started = std::chrono::steady_clock::now();
-  auto results = translator.translate(lines, a.search, a.batch_size);
+  auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches);
   if (a.timing) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -114,6 +115,11 @@ Command add_translate_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
   app->add_option("--batch-size", a->batch_size)->capture_default_str();
+  app->add_option("--parallel-batches", a->parallel_batches,
+                  "Batches translated at once, one per thread (0: one per --threads; 1: one "
+                  "batch at a time on all threads)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");
   app->add_option("--attention-out", a->attention_out,
                   "Write each sentence's attention as NNNN.png, .svg and .json into DIR");

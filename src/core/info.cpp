@@ -124,13 +124,32 @@ void tune_allocator() {
   mallopt(M_TRIM_THRESHOLD, -1);
 }
 
+namespace {
+
+// OpenBLAS's thread controls, looked up at run time: another BLAS may be the live one.
+void set_blas_threads(int n) {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set(n);
+}
+
+}  // namespace
+
+int blas_threads() {
+  using GetThreads = int (*)();
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return get ? std::max(1, get()) : 1;
+}
+
+ScopedBlasThreads::ScopedBlasThreads(int n) : previous_(blas_threads()) { set_blas_threads(n); }
+
+ScopedBlasThreads::~ScopedBlasThreads() { set_blas_threads(previous_); }
+
 void set_threads(int n, ThreadPolicy policy) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool blas = policy == ThreadPolicy::Blas;
   at::set_num_threads(blas ? 1 : n);
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(blas ? n : 1);
+  set_blas_threads(blas ? n : 1);
 }
 
 }  // namespace attnkit

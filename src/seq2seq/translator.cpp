@@ -5,13 +5,17 @@
 #include <torch/serialize/output-archive.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <thread>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/version.h"
 
@@ -146,8 +150,56 @@ Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_voc
   target_tok_ = data::make_tokenizer(config_.target_tokenizer);
 }
 
+void Translator::translate_batch(const std::vector<size_t>& members,
+                                 const std::vector<std::vector<int64_t>>& ids,
+                                 const SearchOptions& options, std::vector<Translation>& results) {
+  std::vector<std::vector<int64_t>> batch;
+  for (size_t m : members) batch.push_back(ids[m]);
+  auto [source, lengths] = pad_batch(batch);
+  auto hyps = search(model_, source, lengths, options);
+  for (size_t m = 0; m < members.size(); ++m) {
+    auto& r = results[members[m]];
+    const auto& src_tokens = r.source_tokens;
+    const int64_t src_len = static_cast<int64_t>(src_tokens.size());
+    for (size_t h = 0; h < hyps[m].size(); ++h) {
+      const auto& hyp = hyps[m][h];
+      std::vector<std::string> tokens;
+      for (size_t t = 0; t < hyp.tokens.size(); ++t) {
+        std::string token = target_vocab_.token(hyp.tokens[t]);
+        const bool unk = hyp.tokens[t] == data::Vocab::kUnk;
+        const bool placeholder = data::is_placeholder(token);
+        if ((unk || placeholder) && hyp.attention.defined() && src_len > 0) {
+          // Hard attention at inference: copy the source token the step looked at most.
+          auto row = hyp.attention[static_cast<int64_t>(t)].narrow(0, 0, src_len).clone();
+          if (placeholder) {
+            bool any = false;
+            for (int64_t s = 0; s < src_len; ++s) {
+              if (data::is_placeholder(src_tokens[s]))
+                any = true;
+              else
+                row[s] = -1;
+            }
+            if (!any) row = at::Tensor();
+          }
+          if (row.defined()) token = src_tokens[row.argmax().item<int64_t>()];
+        }
+        tokens.push_back(token);
+      }
+      const std::string text = target_tok_->detokenize(tokens);
+      if (h == 0) {
+        r.text = text;
+        r.target_tokens = tokens;
+        r.score = hyp.score;
+        r.attention = hyp.attention.narrow(1, 0, src_len).contiguous();
+      }
+      r.nbest.emplace_back(text, hyp.score);
+    }
+  }
+}
+
 std::vector<Translation> Translator::translate(const std::vector<std::string>& sentences,
-                                               const SearchOptions& options, size_t batch_size) {
+                                               const SearchOptions& options, size_t batch_size,
+                                               int parallel_batches) {
   std::vector<Translation> results(sentences.size());
   std::vector<std::vector<int64_t>> ids(sentences.size());
   for (size_t i = 0; i < sentences.size(); ++i) {
@@ -160,56 +212,44 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   batch_size = std::max<size_t>(1, batch_size);
+  std::vector<std::vector<size_t>> batches;
   for (size_t start = 0; start < order.size(); start += batch_size) {
     std::vector<size_t> members;
-    std::vector<std::vector<int64_t>> batch;
-    for (size_t i = start; i < std::min(order.size(), start + batch_size); ++i) {
-      if (ids[order[i]].empty()) continue;  // an empty line translates to an empty line
-      members.push_back(order[i]);
-      batch.push_back(ids[order[i]]);
-    }
-    if (members.empty()) continue;
-    auto [source, lengths] = pad_batch(batch);
-    auto hyps = search(model_, source, lengths, options);
-    for (size_t m = 0; m < members.size(); ++m) {
-      auto& r = results[members[m]];
-      const auto& src_tokens = r.source_tokens;
-      const int64_t src_len = static_cast<int64_t>(src_tokens.size());
-      for (size_t h = 0; h < hyps[m].size(); ++h) {
-        const auto& hyp = hyps[m][h];
-        std::vector<std::string> tokens;
-        for (size_t t = 0; t < hyp.tokens.size(); ++t) {
-          std::string token = target_vocab_.token(hyp.tokens[t]);
-          const bool unk = hyp.tokens[t] == data::Vocab::kUnk;
-          const bool placeholder = data::is_placeholder(token);
-          if ((unk || placeholder) && hyp.attention.defined() && src_len > 0) {
-            // Hard attention at inference: copy the source token the step looked at most.
-            auto row = hyp.attention[static_cast<int64_t>(t)].narrow(0, 0, src_len).clone();
-            if (placeholder) {
-              bool any = false;
-              for (int64_t s = 0; s < src_len; ++s) {
-                if (data::is_placeholder(src_tokens[s]))
-                  any = true;
-                else
-                  row[s] = -1;
-              }
-              if (!any) row = at::Tensor();
-            }
-            if (row.defined()) token = src_tokens[row.argmax().item<int64_t>()];
-          }
-          tokens.push_back(token);
-        }
-        const std::string text = target_tok_->detokenize(tokens);
-        if (h == 0) {
-          r.text = text;
-          r.target_tokens = tokens;
-          r.score = hyp.score;
-          r.attention = hyp.attention.narrow(1, 0, src_len).contiguous();
-        }
-        r.nbest.emplace_back(text, hyp.score);
-      }
-    }
+    for (size_t i = start; i < std::min(order.size(), start + batch_size); ++i)
+      if (!ids[order[i]].empty())  // an empty line translates to an empty line
+        members.push_back(order[i]);
+    if (!members.empty()) batches.push_back(std::move(members));
   }
+
+  const size_t streams =
+      std::min<size_t>(batches.size(), parallel_batches > 0 ? parallel_batches : blas_threads());
+  if (streams <= 1) {
+    for (const auto& members : batches) translate_batch(members, ids, options, results);
+    return results;
+  }
+  // Workers take the next batch in length order; each writes only its own sentences' results.
+  model_->eval();  // once, before the threads read the flag
+  ScopedBlasThreads single_threaded_blas(1);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    at::init_num_threads();  // a new thread takes LibTorch's thread settings from here
+    try {
+      for (size_t b; !failed && (b = next++) < batches.size();)
+        translate_batch(batches[b], ids, options, results);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t i = 1; i < streams; ++i) workers.emplace_back(work);
+  work();
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
   return results;
 }
 

@@ -253,7 +253,8 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       seq2seq::SearchOptions greedy;
       greedy.beam_size = 1;
       std::vector<std::string> hyps;
-      for (auto& t : translator.translate(sources, greedy, 64)) hyps.push_back(t.text);
+      for (auto& t : translator.translate(sources, greedy, 64, /*parallel_batches=*/0))
+        hyps.push_back(t.text);
       eval::BleuOptions bo;
       bo.tokenize = o.bleu_tokenize;
       bleu = eval::corpus_bleu(hyps, {refs}, bo).score;

@@ -46,6 +46,22 @@ enum class ThreadPolicy {
 // n <= 0: one thread per hardware thread.
 void set_threads(int n, ThreadPolicy policy = ThreadPolicy::IntraOp);
 
+// OpenBLAS's thread count (1 for a BLAS without threads of its own).
+int blas_threads();
+
+// Sets OpenBLAS's thread count for the guard's lifetime and restores the previous count after.
+// For code that runs several BLAS callers side by side, each of which must stay single-threaded.
+class ScopedBlasThreads {
+ public:
+  explicit ScopedBlasThreads(int n);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Keeps freed tensor memory in the process instead of returning it to the OS after every op.
 // glibc's defaults unmap and re-fault large temporaries on each call, which measured 2.2x
 // slower on an additive-attention decoder step (bench: Attention/additive/local/step).

@@ -51,8 +51,15 @@ class Translator {
   // Sentences are sorted by length and translated in batches of `batch_size`; results come
   // back in input order. An <unk> or placeholder in the output becomes the source token with
   // the highest attention at that step.
+  //
+  // `parallel_batches` > 1 translates that many batches at once, each on a thread of its own
+  // with single-threaded BLAS (CTranslate2's inter_threads); 0 takes one per BLAS thread. A
+  // batch's search is the same whichever thread runs it, so the results are identical to a
+  // sequential run. Worth it on throughput jobs: each core then runs its own search without
+  // waiting at every step for the other's share of a product (docs/PERFORMANCE.md).
   std::vector<Translation> translate(const std::vector<std::string>& sentences,
-                                     const SearchOptions& options, size_t batch_size = 32);
+                                     const SearchOptions& options, size_t batch_size = 32,
+                                     int parallel_batches = 1);
 
   const ModelConfig& config() const { return config_; }
   Seq2Seq& model() { return model_; }
@@ -62,6 +69,11 @@ class Translator {
   const data::Tokenizer& target_tokenizer() const { return *target_tok_; }
 
  private:
+  // Searches one batch (indices into `ids`) and fills their results.
+  void translate_batch(const std::vector<size_t>& members,
+                       const std::vector<std::vector<int64_t>>& ids, const SearchOptions& options,
+                       std::vector<Translation>& results);
+
   ModelConfig config_;
   Seq2Seq model_{nullptr};
   data::Vocab source_vocab_, target_vocab_;
