@@ -11,6 +11,7 @@ vocabulary files, so both sides see the same ids.
     /usr/bin/python3 bench/seq2seq_pytorch.py translate --model-dir DIR --input tok_test.tsv --beam 5 --batch-size 32
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import random
@@ -227,12 +228,19 @@ def translate(args):
     pairs = read_pairs(args.input, src_ids, tgt_ids)
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
     results = [None] * len(pairs)
-    start = time.perf_counter()
-    for s in range(0, len(order), args.batch_size):
-        members = order[s:s + args.batch_size]
+    def translate_batch(members):
         src, lengths = pad([pairs[i][0] or [UNK] for i in members])
         for i, out in zip(members, search(model, src, lengths, args.beam)):
             results[i] = detokenize_zh([tgt_tokens[t] for t in out])
+
+    batches = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
+    start = time.perf_counter()
+    if args.parallel_batches > 1:  # PyTorch's ops release the GIL, so Python threads overlap
+        with concurrent.futures.ThreadPoolExecutor(args.parallel_batches) as pool:
+            list(pool.map(translate_batch, batches))
+    else:
+        for members in batches:
+            translate_batch(members)
     elapsed = time.perf_counter() - start
     with open(args.output, "w", encoding="utf-8") as f:
         f.write("\n".join(results) + "\n")
@@ -257,6 +265,9 @@ def main():
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--beam", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--parallel-batches", type=int, default=1,
+                    help="translate this many batches at once on Python threads, each with one "
+                         "thread for PyTorch and OpenBLAS (as attnkit's --parallel-batches)")
     ap.add_argument("--thread-policy", choices=["intra-op", "blas"], default="blas",
                     help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
                          "OpenBLAS (PyTorch ops at 1), as attnkit's ThreadPolicy")
@@ -264,7 +275,10 @@ def main():
     # OpenMP and OpenBLAS both busy-wait; only one of them may have more than one thread.
     import ctypes
     blas = ctypes.CDLL("libblas.so.3")
-    if args.thread_policy == "blas":
+    if args.parallel_batches > 1:
+        blas.openblas_set_num_threads(1)
+        args.threads = 1
+    elif args.thread_policy == "blas":
         blas.openblas_set_num_threads(args.threads)
         args.threads = 1
     else:
