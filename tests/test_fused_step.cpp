@@ -66,6 +66,36 @@ TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
   }
 }
 
+// The first layer's embedding projection is cached per decoder: training or loading weights
+// in place must rebuild it, and another model must not see it.
+TEST(FusedStep, EmbeddingProjectionFollowsWeightChanges) {
+  auto model = make_model({ScoreKind::Bahdanau, 1, true});
+  auto source = at::randint(1, 17, {2, 5}, at::kLong);
+  auto lengths = at::tensor({5, 3}, at::kLong);
+  auto tokens = at::tensor({4, 7}, at::kLong);
+  auto matches_reference = [&](Seq2Seq& m) {
+    c10::InferenceMode inference;
+    auto state = m->decoder->start(m->encoder->forward(source, lengths));
+    auto reference = state;
+    seq2seq::FusedStep fused(m->decoder);
+    return close(fused.step(tokens, state).logits, m->decoder->step(tokens, reference).logits);
+  };
+  EXPECT_TRUE(matches_reference(model));
+  {
+    at::NoGradGuard no_grad;
+    model->decoder->embedding->weight.add_(0.5);
+  }
+  EXPECT_TRUE(matches_reference(model)) << "after an in-place change of the embedding";
+  {
+    at::NoGradGuard no_grad;
+    model->decoder->gru->all_weights()[0].mul_(1.5);
+  }
+  EXPECT_TRUE(matches_reference(model)) << "after an in-place change of W_ih";
+  auto other = make_model({ScoreKind::Bahdanau, 1, true});  // the original weights again
+  EXPECT_TRUE(matches_reference(other));
+  EXPECT_TRUE(matches_reference(model));
+}
+
 TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
   auto model = make_model({ScoreKind::Bahdanau, 1, true});
   auto source = at::randint(1, 17, {4, 5}, at::kLong);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 
 #include "../kernels/blas.h"
 #include "../kernels/simd.h"
@@ -25,6 +27,42 @@ void affine(const float* x, int64_t rows, int64_t in, const at::Tensor& w, const
                         static_cast<int>(out), y, /*accumulate=*/true, static_cast<int>(ldx));
 }
 
+// Every target embedding through the first GRU layer's input weights, with its bias:
+// [V, 3H] = embedding W_ih[:, :E]^T + b_ih, so a step looks its tokens' part up instead of
+// multiplying it (E of the layer's E + H inputs with input feeding). Building it costs as much as
+// ~2800 row-steps, more than a batch decodes, so it is kept per decoder, across searches and
+// threads, and rebuilt when training or loading changes either weight.
+at::Tensor embedding_projection(const Decoder& d) {
+  struct Entry {
+    std::weak_ptr<DecoderImpl> decoder;
+    const void *embedding, *w_ih;
+    int64_t embedding_version, w_ih_version;
+    at::Tensor table;
+  };
+  static std::mutex mutex;
+  static std::vector<Entry> cache;
+  const auto& embedding = d->embedding->weight;
+  const auto weights = d->gru->all_weights();
+  const auto &w_ih = weights[0], &b_ih = weights[2];
+  const int64_t E = embedding.size(1);
+  std::lock_guard<std::mutex> lock(mutex);
+  cache.erase(std::remove_if(cache.begin(), cache.end(),
+                             [](const Entry& e) { return e.decoder.expired(); }),
+              cache.end());
+  for (auto& e : cache) {
+    if (e.decoder.lock() != d.ptr()) continue;
+    if (e.embedding == embedding.data_ptr() && e.w_ih == w_ih.data_ptr() &&
+        e.embedding_version == embedding._version() && e.w_ih_version == w_ih._version())
+      return e.table;
+    e.table = at::Tensor();  // stale
+  }
+  auto table = at::addmm(b_ih.detach(), embedding.detach(), w_ih.detach().narrow(1, 0, E).t())
+                   .contiguous();  // [V, 3H]
+  cache.push_back({d.ptr(), embedding.data_ptr(), w_ih.data_ptr(), embedding._version(),
+                   w_ih._version(), table});
+  return table;
+}
+
 }  // namespace
 
 bool FusedStep::supports(const Decoder& d) {
@@ -40,11 +78,13 @@ bool FusedStep::supports(const Decoder& d) {
 
 FusedStep::FusedStep(const Decoder& d) : options_(d->options) {
   TORCH_CHECK(supports(d), "FusedStep: this decoder's configuration needs the reference step");
-  embedding_ = frozen(d->embedding->weight);
+  embedding_projection_ = embedding_projection(d);
   const auto weights = d->gru->all_weights();
   for (int64_t l = 0; l < options_.layers(); ++l)
     layers_.push_back({frozen(weights[4 * l]), frozen(weights[4 * l + 1]),
                        frozen(weights[4 * l + 2]), frozen(weights[4 * l + 3])});
+  if (options_.input_feeding())  // the feed's columns of W_ih, the rest being in the table
+    feed_w_ih_ = frozen(layers_[0].w_ih.narrow(1, options_.embed_size(), options_.hidden_size()));
   const auto& score = d->attention->score;
   w_query_ = frozen(score->linear->weight.narrow(1, 0, options_.hidden_size()));
   v_ = score->v ? frozen(score->v->weight.reshape({-1})) : at::ones({w_query_.size(0)});
@@ -56,7 +96,7 @@ FusedStep::FusedStep(const Decoder& d) : options_(d->options) {
 
 StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
   const auto tokens = tokens_in.to(at::kLong).contiguous();
-  const int64_t N = tokens.size(0), H = options_.hidden_size(), E = options_.embed_size();
+  const int64_t N = tokens.size(0), H = options_.hidden_size();
   const int64_t S = s.memory.size(1), Hm = s.memory.size(2), A = w_query_.size(0);
   const int64_t V = w_output_.size(0);
   TORCH_CHECK(s.hidden.size(1) == N && s.memory.size(0) == N && s.keys.size(2) == A,
@@ -64,39 +104,35 @@ StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
   const auto memory = s.memory.contiguous(), keys = s.keys.contiguous();
   const auto mask = s.mask.defined() ? s.mask.expand({N, 1, S}).contiguous() : at::Tensor();
   const auto hidden = s.hidden.contiguous();
-  const int64_t in = E + (options_.input_feeding() ? H : 0);
-  input_.resize(N * in);
   gi_.resize(N * 3 * H);
   gh_.resize(N * 3 * H);
   query_.resize(N * A);
   combine_in_.resize(N * (H + Hm));
 
-  // [embedding; feed] -> input [N, in]
+  // GRU layers: [L, N, H]. The first layer's input is [embedding; feed]: its embedding part
+  // (with the bias) comes from the table, and only the feed goes through a product.
   const int64_t* tok = tokens.data_ptr<int64_t>();
-  const float* emb = embedding_.data_ptr<float>();
-  const auto feed_in = options_.input_feeding() ? s.feed.contiguous() : at::Tensor();
+  const float* table = embedding_projection_.data_ptr<float>();
   for (int64_t n = 0; n < N; ++n) {
-    TORCH_CHECK(tok[n] >= 0 && tok[n] < embedding_.size(0), "FusedStep: token id ", tok[n],
-                " is outside the target vocabulary");
-    std::copy(emb + tok[n] * E, emb + (tok[n] + 1) * E, input_.data() + n * in);
-    if (options_.input_feeding())
-      std::copy(feed_in.data_ptr<float>() + n * H, feed_in.data_ptr<float>() + (n + 1) * H,
-                input_.data() + n * in + E);
+    TORCH_CHECK(tok[n] >= 0 && tok[n] < embedding_projection_.size(0), "FusedStep: token id ",
+                tok[n], " is outside the target vocabulary");
+    std::copy(table + tok[n] * 3 * H, table + (tok[n] + 1) * 3 * H, gi_.data() + n * 3 * H);
   }
-
-  // GRU layers: [L, N, H]
+  const auto feed_in = options_.input_feeding() ? s.feed.contiguous() : at::Tensor();
+  if (feed_in.defined())
+    kernels::blas::linear(feed_in.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
+                          feed_w_ih_.data_ptr<float>(), static_cast<int>(3 * H), gi_.data(),
+                          /*accumulate=*/true);
   auto new_hidden = at::empty({options_.layers(), N, H});
-  const float* x = input_.data();
-  int64_t x_width = in;
+  const float* x = nullptr;  // the layer's input [N, H], from the second layer on
   for (int64_t l = 0; l < options_.layers(); ++l) {
     const auto& w = layers_[l];
     const float* h = hidden.data_ptr<float>() + l * N * H;
     float* h_out = new_hidden.data_ptr<float>() + l * N * H;
-    affine(x, N, x_width, w.w_ih, w.b_ih, gi_.data());
+    if (l > 0) affine(x, N, H, w.w_ih, w.b_ih, gi_.data());
     affine(h, N, H, w.w_hh, w.b_hh, gh_.data());
     kernels::gru_gates(gi_.data(), gh_.data(), h, h_out, N, H);
     x = h_out;
-    x_width = H;
   }
   const float* top = x;  // [N, H]
 
