@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     auto lengths = at::randint(4, S + 1, {B}, at::kLong);
     auto source = at::randint(4, V_src, {B, S}, at::kLong);
     auto target = at::randint(4, V_tgt, {B, T + 1}, at::kLong);
-    optimizer.zero_grad();
+    attnkit::train::clear_gradients(model->parameters());
     auto out = model->forward(source, lengths, target.narrow(1, 0, T));
     auto loss = attnkit::train::sequence_loss(out.logits, target.narrow(1, 1, T), 0.1);
     loss.backward();

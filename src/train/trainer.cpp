@@ -201,6 +201,10 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
   return norm;
 }
 
+void clear_gradients(const std::vector<at::Tensor>& parameters) {
+  for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+}
+
 TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
                         const TrainData& data, const TrainOptions& o) {
@@ -304,7 +308,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
         stop = true;
         break;
       }
-      optimizer.zero_grad();
+      clear_gradients(model->parameters());
       if (reducer) reducer->prepare();
       at::Tensor loss, objective;
       int64_t batch_tokens = 0;
