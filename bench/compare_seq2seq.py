@@ -90,6 +90,8 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
         with open(repeated, "w", encoding="utf-8") as f:
             f.write(text * copies)
 
+    work = {}  # beam size -> (sentences, source tokens, decoder rows) of attnkit's passes
+
     # Two ways to use the threads, on each side: one batch at a time with every thread inside
     # its products, or one batch per thread (single-threaded products) side by side.
     def ak_translate(beam, batch, mode, inp=speed_src, hyp=None):
@@ -97,6 +99,9 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
         p = run([attnkit, *T, "translate", "--model", model, "--input", inp, "--output", hyp,
                  "--beam", str(beam), "--batch-size", str(batch), "--timing",
                  "--parallel-batches", "1" if mode == "sequential" else str(threads)])
+        work[beam] = tuple(int(x) for x in re.search(
+            r"translated (\d+) sentences.*\((\d+) source tokens encoded, (\d+) decoder rows\)",
+            p.stderr).groups())
         return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1))
 
     def pt_translate(beam, batch, mode, inp=speed_tok, hyp=None):
@@ -151,7 +156,8 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
              "| measure | attnkit | PyTorch (Python) | attnkit / PyTorch |", "|---|---:|---:|---:|"]
     for name, a, b in rows:
         table.append(f"| {name} | {a:.1f} | {b:.1f} | {a / b if b else float('nan'):.2f}x |")
-    return {"measures": m, "lines": table, "train_tokens": tok_train, "model_dir": model}
+    return {"measures": m, "lines": table, "train_tokens": tok_train, "model_dir": model,
+            "work": {key: work[beam] for key, (beam, _) in settings.items()}}
 
 
 def add_arguments(ap):

@@ -33,13 +33,30 @@ def sgemm_gflops(build_dir, threads):
     return next(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("aggregate_name") == "median")
 
 
+def encoder_flops_per_token(config):
+    """Forward FLOPs (2 per multiply-add) per source token: the GRU layers and the score's keys."""
+    m = config["model"]
+    E, H = m["embed_size"], m["hidden_size"]
+    dirs = 2 if m["bidirectional"] else 1
+    return dirs * (2 * E * 3 * H + 2 * H * 3 * H) + 2 * H * dirs * H
+
+
+def decoder_step_flops(config, S, embedding_projection=True):
+    """Forward FLOPs of one decoder step for one row, attending over S source positions.
+    embedding_projection=False leaves out the embedding's part of the first GRU layer's input
+    product, which attnkit's inference step looks up in a table instead of computing."""
+    m = config["model"]
+    E, H, V = m["embed_size"], m["hidden_size"], m["target_vocab"]
+    Hm, A = H * (2 if m["bidirectional"] else 1), H  # memory width; the additive score's width
+    feed = H if m["input_feeding"] else 0
+    return (2 * ((E if embedding_projection else 0) + feed) * 3 * H + 2 * H * 3 * H  # GRU
+            + 2 * H * A + 2 * S * A + 2 * S * Hm  # query, scores, context
+            + 2 * (H + Hm) * H + 2 * H * V)  # combine, output layer
+
+
 def training_flops_per_target_token(tokens_file, config):
     """Model FLOPs (2 per multiply-add; backward = 2x forward) per target token, from the
     corpus's mean source and target lengths. Padding and recomputation are not model FLOPs."""
-    m = config["model"]
-    E, H, V = m["embed_size"], m["hidden_size"], m["target_vocab"]
-    dirs = 2 if m["bidirectional"] else 1
-    Hm, A = H * dirs, H  # memory width; the additive score's hidden width
     src = tgt = pairs = 0
     with open(tokens_file, encoding="utf-8") as f:
         for line in f:
@@ -48,13 +65,17 @@ def training_flops_per_target_token(tokens_file, config):
             tgt += len(t.split()) + 1  # + <eos>
             pairs += 1
     S, T = src / pairs, tgt / pairs
-    encoder = S * dirs * (2 * E * 3 * H + 2 * H * 3 * H) + S * 2 * Hm * A  # GRUs + keys, once
-    feed = H if m["input_feeding"] else 0
-    step = (2 * (E + feed) * 3 * H + 2 * H * 3 * H  # decoder GRU
-            + 2 * H * A + 2 * S * A + 2 * S * Hm  # query, scores, context
-            + 2 * (H + Hm) * H + 2 * H * V)  # combine, output layer
-    forward = encoder + T * step
+    forward = S * encoder_flops_per_token(config) + T * decoder_step_flops(config, S)
     return 3 * forward / T, S, T
+
+
+def decoding_flops_per_sentence(work, config):
+    """The FLOPs attnkit's search computed per sentence, from the work it reported: every
+    source token encoded and every decoder row stepped."""
+    sentences, source_tokens, rows = work
+    S = source_tokens / sentences
+    return (source_tokens * encoder_flops_per_token(config)
+            + rows * decoder_step_flops(config, S, embedding_projection=False)) / sentences
 
 
 def main():
@@ -74,6 +95,12 @@ def main():
     ak_mfu, pt_mfu = ak_tps * flops / 1e9 / peak, pt_tps * flops / 1e9 / peak
     ratio = {name: a / b for name, (a, b) in s["measures"].items()}
     ceiling = peak * 1e9 / flops / pt_tps  # attnkit/PyTorch at 100% of SGEMM
+    decoding = []  # (name, sentences/s, FLOPs per sentence, utilisation, ceiling vs PyTorch)
+    for key, name in (("greedy", "greedy, batch 1"), ("beam", "beam 5, batch 32")):
+        per_sentence = decoding_flops_per_sentence(s["work"][key], config)
+        ak, pt = s["measures"][key]
+        decoding.append((name, ak, per_sentence, ak * per_sentence / 1e9 / peak,
+                         peak * 1e9 / per_sentence / pt))
 
     def verdict(value, target):
         return "met" if value >= target else "not met"
@@ -105,7 +132,15 @@ def main():
               "| | target tokens/s | GFLOP/s | fraction of SGEMM |", "|---|---:|---:|---:|",
               f"| attnkit | {ak_tps:.0f} | {ak_tps * flops / 1e9:.1f} | {ak_mfu:.0%} |",
               f"| PyTorch (Python) | {pt_tps:.0f} | {pt_tps * flops / 1e9:.1f} | {pt_mfu:.0%} |", "",
-              f"At 100% of SGEMM, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", ""]
+              f"At 100% of SGEMM, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", "",
+              "Decoding, from the work attnkit's searches report (`translate --timing`: source tokens "
+              "encoded, decoder rows stepped; forward FLOPs only, and without the embedding's part "
+              "of the first GRU layer, which attnkit looks up). Each side at its best mode:", "",
+              "| search | attnkit sentences/s | MFLOP per sentence | GFLOP/s | fraction of SGEMM "
+              "| attnkit / PyTorch at 100% of SGEMM |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {ak:.0f} | {f / 1e6:.1f} | {ak * f / 1e9:.1f} | {u:.0%} | {c:.2f}x |"
+              for name, ak, f, u, c in decoding]
+    lines += [""]
     with open(os.path.join(HERE, "performance_notes.md"), encoding="utf-8") as f:
         lines.append(f.read().rstrip("\n"))
     text = "\n".join(lines) + "\n"

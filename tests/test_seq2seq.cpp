@@ -157,9 +157,21 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     seq2seq::SearchOptions search;
     search.beam_size = beam_size;
     search.nbest = beam_size == 1 ? 1 : 2;
-    const auto sequential = translator.translate(sources, search, 5, 1);
+    seq2seq::SearchStats work;
+    const auto sequential = translator.translate(sources, search, 5, 1, &work);
+    if (beam_size == 1) {  // greedy: one row per step a sentence decodes, one attention row each
+      int64_t rows = 0;
+      for (const auto& r : sequential)
+        if (r.attention.defined()) rows += r.attention.size(0);
+      EXPECT_EQ(work.decoder_rows, rows);
+    }
+    EXPECT_GT(work.decoder_rows, 0);
+    EXPECT_GT(work.source_tokens, 0);
     for (int parallel : {2, 3}) {
-      const auto side_by_side = translator.translate(sources, search, 5, parallel);
+      seq2seq::SearchStats parallel_work;
+      const auto side_by_side = translator.translate(sources, search, 5, parallel, &parallel_work);
+      EXPECT_EQ(parallel_work.decoder_rows, work.decoder_rows);
+      EXPECT_EQ(parallel_work.source_tokens, work.source_tokens);
       ASSERT_EQ(side_by_side.size(), sequential.size());
       for (size_t i = 0; i < sequential.size(); ++i) {
         EXPECT_EQ(side_by_side[i].text, sequential[i].text) << "sentence " << i;

@@ -37,12 +37,17 @@ int run(const TranslateArgs& a) {
   seq2seq::Translator translator(a.model);
   const auto lines = data::read_lines(a.input);
   const auto started = std::chrono::steady_clock::now();
-  auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches);
+  seq2seq::SearchStats stats;
+  auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches, &stats);
   if (a.timing) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::fprintf(stderr, "translated %zu sentences in %.3f s: %.1f sentences/s\n", lines.size(), s,
-                 lines.size() / std::max(s, 1e-9));
+    std::fprintf(stderr,
+                 "translated %zu sentences in %.3f s: %.1f sentences/s (%lld source tokens "
+                 "encoded, %lld decoder rows)\n",
+                 lines.size(), s, lines.size() / std::max(s, 1e-9),
+                 static_cast<long long>(stats.source_tokens),
+                 static_cast<long long>(stats.decoder_rows));
   }
   if (!a.attention_out.empty()) {
     std::filesystem::create_directories(a.attention_out);

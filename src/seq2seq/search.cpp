@@ -97,10 +97,18 @@ class Stepper {
     if (o.fused && FusedStep::supports(decoder_)) fused_.emplace(decoder_);
   }
   StepOutput operator()(const at::Tensor& tokens, DecoderState& state) {
+    rows_ += tokens.size(0);
     return fused_ ? fused_->step(tokens, state) : decoder_->step(tokens, state);
+  }
+  // Adds this search's work to `stats`, if any.
+  void report(const at::Tensor& lengths, SearchStats* stats) const {
+    if (!stats) return;
+    stats->source_tokens += lengths.sum().item<int64_t>();
+    stats->decoder_rows += rows_;
   }
 
  private:
+  int64_t rows_ = 0;
   Decoder decoder_;
   std::optional<FusedStep> fused_;
 };
@@ -109,7 +117,7 @@ class Stepper {
 
 std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
                                                    const at::Tensor& lengths,
-                                                   const SearchOptions& o) {
+                                                   const SearchOptions& o, SearchStats* stats) {
   c10::InferenceMode inference;
   model->eval();
   const int64_t batch = source.size(0);
@@ -154,6 +162,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
     active = std::move(still_active);
     tokens = at::tensor(next, at::kLong);
   }
+  step.report(lengths, stats);
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {
     hyps[b].score = normalise(hyps[b].log_prob, hyps[b].tokens.size() + 1, o.length_penalty);
@@ -164,8 +173,8 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
-                                                 const at::Tensor& lengths,
-                                                 const SearchOptions& o) {
+                                                 const at::Tensor& lengths, const SearchOptions& o,
+                                                 SearchStats* stats) {
   c10::InferenceMode inference;
   model->eval();
   const int64_t batch = source.size(0), k = std::max<int64_t>(1, o.beam_size);
@@ -264,6 +273,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
     tokens = at::tensor(next_token, at::kLong);
     scores = std::move(next_scores);
   }
+  step.report(lengths, stats);
   std::vector<std::vector<Hypothesis>> results(batch);
   for (int64_t b = 0; b < batch; ++b) {
     auto& f = finished[b];
@@ -276,9 +286,10 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
 }
 
 std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
-                                            const at::Tensor& lengths, const SearchOptions& o) {
-  return o.beam_size <= 1 ? greedy_search(model, source, lengths, o)
-                          : beam_search(model, source, lengths, o);
+                                            const at::Tensor& lengths, const SearchOptions& o,
+                                            SearchStats* stats) {
+  return o.beam_size <= 1 ? greedy_search(model, source, lengths, o, stats)
+                          : beam_search(model, source, lengths, o, stats);
 }
 
 }  // namespace attnkit::seq2seq

@@ -152,11 +152,12 @@ Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_voc
 
 void Translator::translate_batch(const std::vector<size_t>& members,
                                  const std::vector<std::vector<int64_t>>& ids,
-                                 const SearchOptions& options, std::vector<Translation>& results) {
+                                 const SearchOptions& options, std::vector<Translation>& results,
+                                 SearchStats* stats) {
   std::vector<std::vector<int64_t>> batch;
   for (size_t m : members) batch.push_back(ids[m]);
   auto [source, lengths] = pad_batch(batch);
-  auto hyps = search(model_, source, lengths, options);
+  auto hyps = search(model_, source, lengths, options, stats);
   for (size_t m = 0; m < members.size(); ++m) {
     auto& r = results[members[m]];
     const auto& src_tokens = r.source_tokens;
@@ -199,7 +200,7 @@ void Translator::translate_batch(const std::vector<size_t>& members,
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& sentences,
                                                const SearchOptions& options, size_t batch_size,
-                                               int parallel_batches) {
+                                               int parallel_batches, SearchStats* stats) {
   std::vector<Translation> results(sentences.size());
   std::vector<std::vector<int64_t>> ids(sentences.size());
   for (size_t i = 0; i < sentences.size(); ++i) {
@@ -224,7 +225,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   const size_t streams =
       std::min<size_t>(batches.size(), parallel_batches > 0 ? parallel_batches : blas_threads());
   if (streams <= 1) {
-    for (const auto& members : batches) translate_batch(members, ids, options, results);
+    for (const auto& members : batches) translate_batch(members, ids, options, results, stats);
     return results;
   }
   // Workers take the next batch in length order; each writes only its own sentences' results.
@@ -233,16 +234,22 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
-  std::mutex error_mutex;
+  std::mutex mutex;  // guards `error` and `stats`
   auto work = [&] {
     at::init_num_threads();  // a new thread takes LibTorch's thread settings from here
+    SearchStats mine;
     try {
       for (size_t b; !failed && (b = next++) < batches.size();)
-        translate_batch(batches[b], ids, options, results);
+        translate_batch(batches[b], ids, options, results, &mine);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
+      std::lock_guard<std::mutex> lock(mutex);
       if (!error) error = std::current_exception();
       failed = true;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stats) {
+      stats->source_tokens += mine.source_tokens;
+      stats->decoder_rows += mine.decoder_rows;
     }
   };
   std::vector<std::thread> workers;

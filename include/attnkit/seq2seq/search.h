@@ -26,18 +26,27 @@ struct Hypothesis {
   at::Tensor attention;         // [T, S] for the emitted tokens (and <eos>)
 };
 
+// What a search computed, added to by each search it is passed to: the work behind a speed, for
+// utilisation figures (bench/performance.py).
+struct SearchStats {
+  int64_t source_tokens = 0;  // encoded, padding not counted
+  int64_t decoder_rows = 0;   // decoder steps summed over the rows (sentences x beams) they ran
+};
+
 // One list of hypotheses (best first, at most nbest) per source sentence.
 // source [B, S], lengths [B]. The model is put in eval mode for the search.
 std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
                                                    const at::Tensor& lengths,
-                                                   const SearchOptions& options);
+                                                   const SearchOptions& options,
+                                                   SearchStats* stats = nullptr);
 std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
                                                  const at::Tensor& lengths,
-                                                 const SearchOptions& options);
+                                                 const SearchOptions& options,
+                                                 SearchStats* stats = nullptr);
 // Dispatches on options.beam_size.
 std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
-                                            const at::Tensor& lengths,
-                                            const SearchOptions& options);
+                                            const at::Tensor& lengths, const SearchOptions& options,
+                                            SearchStats* stats = nullptr);
 
 namespace detail {  // beam search's candidate ranking, public for its tests
 

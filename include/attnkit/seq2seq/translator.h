@@ -57,9 +57,10 @@ class Translator {
   // batch's search is the same whichever thread runs it, so the results are identical to a
   // sequential run. Worth it on throughput jobs: each core then runs its own search without
   // waiting at every step for the other's share of a product (docs/PERFORMANCE.md).
+  // `stats`, if given, is added the searches' work.
   std::vector<Translation> translate(const std::vector<std::string>& sentences,
                                      const SearchOptions& options, size_t batch_size = 32,
-                                     int parallel_batches = 1);
+                                     int parallel_batches = 1, SearchStats* stats = nullptr);
 
   const ModelConfig& config() const { return config_; }
   Seq2Seq& model() { return model_; }
@@ -72,7 +73,7 @@ class Translator {
   // Searches one batch (indices into `ids`) and fills their results.
   void translate_batch(const std::vector<size_t>& members,
                        const std::vector<std::vector<int64_t>>& ids, const SearchOptions& options,
-                       std::vector<Translation>& results);
+                       std::vector<Translation>& results, SearchStats* stats);
 
   ModelConfig config_;
   Seq2Seq model_{nullptr};
