@@ -1,14 +1,17 @@
 // The fused kernels of a training step besides the GRU: the attention context and the
 // label-smoothed loss, each against its composite reference and finite differences; and
-// gradient clipping against torch::nn::utils::clip_grad_norm_.
+// gradient clipping against torch::nn::utils::clip_grad_norm_. Also the few-row inference
+// product against at::linear.
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
 
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/train/trainer.h"
 #include "testing.h"
@@ -141,6 +144,37 @@ TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
     EXPECT_NEAR(actual, expected, 1e-5 * expected);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(a[i].grad(), b[i].grad(), 1e-6, 1e-6));
   }
+}
+
+// Every row count either side of the GEMV/GEMM switch, a strided weight (a narrow of a wider
+// one, as the score's key half is), 3-D input, with and without bias; and under autograd the
+// reference path, gradients included.
+TEST(LinearKernel, MatchesAtLinearForFewAndManyRows) {
+  at::manual_seed(12);
+  const auto wide = at::randn({24, 40});
+  const auto weight = wide.narrow(1, 9, 31);  // [24, 31], rows 40 apart
+  const auto bias = at::randn({24});
+  for (int64_t rows = 1; rows <= 10; ++rows) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    const auto x = at::randn({rows, 31});
+    {
+      at::NoGradGuard no_grad;
+      EXPECT_TRUE(close(kernels::linear(x, weight, bias), at::linear(x, weight, bias)));
+      EXPECT_TRUE(close(kernels::linear(x, weight, {}), at::matmul(x, weight.t())));
+    }
+    c10::InferenceMode inference;
+    const auto x3 = x.reshape({1, rows, 31});
+    const auto y = kernels::linear(x3, weight, bias);
+    EXPECT_EQ(y.sizes(), (at::IntArrayRef{1, rows, 24}));
+    EXPECT_TRUE(close(y, at::linear(x3, weight, bias)));
+  }
+  auto x = at::randn({3, 31}).requires_grad_();
+  auto w = weight.clone().requires_grad_();
+  auto g = at::randn({3, 24});
+  auto gx = torch::autograd::grad({kernels::linear(x, w, bias)}, {x, w}, {g});
+  auto ex = torch::autograd::grad({at::linear(x, w, bias)}, {x, w}, {g});
+  EXPECT_TRUE(close(gx[0], ex[0]));
+  EXPECT_TRUE(close(gx[1], ex[1]));
 }
 
 }  // namespace

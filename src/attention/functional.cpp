@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "attnkit/kernels/linear.h"
+
 namespace attnkit::functional {
 namespace {
 
@@ -83,8 +85,7 @@ at::Tensor additive_project_keys(const at::Tensor& k, const at::Tensor& weight,
                                  const at::Tensor& bias, int64_t query_size) {
   const int64_t dk = k.size(-1);
   check_linear_weight(weight, -1, query_size + dk, "the additive score's weight", "additive_score");
-  auto keys = at::matmul(k, weight.narrow(1, query_size, dk).t());  // [B, Tk, H]
-  return bias.defined() ? keys + bias : keys;
+  return kernels::linear(k, weight.narrow(1, query_size, dk), bias);  // [B, Tk, H]
 }
 
 at::Tensor additive_score_projected(const at::Tensor& q, const at::Tensor& keys_proj,

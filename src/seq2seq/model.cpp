@@ -8,6 +8,7 @@
 #include "attnkit/attention/mask.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/gru.h"
+#include "attnkit/kernels/linear.h"
 
 namespace attnkit::seq2seq {
 namespace {
@@ -102,7 +103,7 @@ std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedd
     std::vector<at::Tensor> outputs;
     for (int64_t d = 0; d < dirs; ++d) {
       const auto* w = &weights[4 * (l * dirs + d)];
-      auto gi = at::linear(x, w[0], w[2]);  // [B, S, 3H]: every step's input projection at once
+      auto gi = kernels::linear(x, w[0], w[2]);  // [B, S, 3H]: all steps' input projections
       auto h0 = at::zeros({batch, options.hidden_size()}, x.options());
       auto [out, final] = kernels::gru_sequence(gi, h0, w[1], w[3], cpu_lengths, d == 1);
       outputs.push_back(out);  // [B, S, H]
