@@ -15,16 +15,28 @@
 namespace attnkit::seq2seq {
 namespace {
 
-at::Tensor frozen(const at::Tensor& t) { return t.detach().contiguous(); }
+// A weight as the step reads it: no copy, so a search over one short sentence does not pay for
+// copying the column blocks (the query half of the score, the feed's part of W_ih) it views.
+at::Tensor frozen(const at::Tensor& t) {
+  auto w = t.detach();
+  return w.dim() == 2 && w.stride(1) == 1 ? w : w.contiguous();
+}
+
+// y[rows, out] = x W^T (+ y when accumulate), W's rows as far apart as it keeps them.
+void product(const float* x, int64_t rows, int64_t in, const at::Tensor& w, float* y,
+             bool accumulate) {
+  kernels::blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.data_ptr<float>(),
+                        static_cast<int>(w.size(0)), y, accumulate, 0, 0,
+                        static_cast<int>(w.stride(0)));
+}
 
 // y[rows, out] = bias + x W^T
 void affine(const float* x, int64_t rows, int64_t in, const at::Tensor& w, const at::Tensor& b,
-            float* y, int64_t ldx = 0) {
+            float* y) {
   const int64_t out = w.size(0);
   const float* bias = b.data_ptr<float>();
   for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
-  kernels::blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.data_ptr<float>(),
-                        static_cast<int>(out), y, /*accumulate=*/true, static_cast<int>(ldx));
+  product(x, rows, in, w, y, /*accumulate=*/true);
 }
 
 // Every target embedding through the first GRU layer's input weights, with its bias:
@@ -120,9 +132,7 @@ StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
   }
   const auto feed_in = options_.input_feeding() ? s.feed.contiguous() : at::Tensor();
   if (feed_in.defined())
-    kernels::blas::linear(feed_in.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
-                          feed_w_ih_.data_ptr<float>(), static_cast<int>(3 * H), gi_.data(),
-                          /*accumulate=*/true);
+    product(feed_in.data_ptr<float>(), N, H, feed_w_ih_, gi_.data(), /*accumulate=*/true);
   auto new_hidden = at::empty({options_.layers(), N, H});
   const float* x = nullptr;  // the layer's input [N, H], from the second layer on
   for (int64_t l = 0; l < options_.layers(); ++l) {
@@ -138,8 +148,7 @@ StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
 
   // Scores, masked softmax and context: the query half of the score's linear layer (the key
   // half and its bias are in s.keys).
-  kernels::blas::linear(top, static_cast<int>(N), static_cast<int>(H), w_query_.data_ptr<float>(),
-                        static_cast<int>(A), query_.data(), /*accumulate=*/false);
+  product(top, N, H, w_query_, query_.data(), /*accumulate=*/false);
   auto weights = at::zeros({N, S});
   const float *K = keys.data_ptr<float>(), *M = memory.data_ptr<float>(), *v = v_.data_ptr<float>();
   const bool* keep = mask.defined() ? mask.data_ptr<bool>() : nullptr;

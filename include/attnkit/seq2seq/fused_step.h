@@ -30,9 +30,9 @@ class FusedStep {
   };
   Seq2SeqOptions options_;
   at::Tensor embedding_projection_;  // [V, 3H]: embedding W_ih[:, :E]^T + b_ih of the first layer
-  at::Tensor feed_w_ih_;             // [3H, H]: the first layer's input weights for the feed
+  at::Tensor feed_w_ih_;             // [3H, H] view: the first layer's input weights for the feed
   std::vector<Layer> layers_;
-  at::Tensor w_query_;                // [A, H]: the query half of the score's linear layer
+  at::Tensor w_query_;                // [A, H] view: the query half of the score's linear layer
   at::Tensor v_;                      // [A]: Bahdanau's v, or ones for the plain additive sum
   at::Tensor w_combine_, b_combine_;  // [H, H + Hm], [H]
   at::Tensor w_output_, b_output_;    // [V, H], [V]
