@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     auto loss = attnkit::train::sequence_loss(out.logits, target.narrow(1, 1, T), 0.1);
     loss.backward();
     attnkit::train::clip_grad_norm(model->parameters(), 1.0);
-    optimizer.step();
+    attnkit::train::adam_step(optimizer);
   };
   for (int i = 0; i < 3; ++i) step();
   {

@@ -1,13 +1,14 @@
 // The fused kernels of a training step besides the GRU: the attention context and the
 // label-smoothed loss, each against its composite reference and finite differences; and
 // gradient clipping against torch::nn::utils::clip_grad_norm_. Also the few-row inference
-// product against at::linear.
+// product against at::linear, and the fused Adam against torch::optim::Adam.
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
 
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
@@ -175,6 +176,54 @@ TEST(LinearKernel, MatchesAtLinearForFewAndManyRows) {
   auto ex = torch::autograd::grad({at::linear(x, w, bias)}, {x, w}, {g});
   EXPECT_TRUE(close(gx[0], ex[0]));
   EXPECT_TRUE(close(gx[1], ex[1]));
+}
+
+// The fused Adam against torch::optim::Adam: the same parameters after several steps (with a
+// parameter that gets no gradient in one of them, and sizes off the vector width), the same
+// state, and the two can take turns on one optimizer, as a resumed checkpoint would.
+TEST(AdamKernel, MatchesTorchAdam) {
+  at::manual_seed(13);
+  auto make = [] {
+    return std::vector<at::Tensor>{at::randn({37, 5}).requires_grad_(),
+                                   at::randn({3}).requires_grad_(),
+                                   at::randn({64, 16}).requires_grad_()};
+  };
+  auto reference = make(), fused = make();
+  for (size_t i = 0; i < reference.size(); ++i) {
+    at::NoGradGuard no_grad;
+    fused[i].copy_(reference[i]);
+  }
+  const auto options = torch::optim::AdamOptions(3e-3).betas({0.8, 0.95}).eps(1e-6);
+  torch::optim::Adam ref_opt(reference, options), fused_opt(fused, options);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < reference.size(); ++i) {
+      if (step == 2 && i == 1) {  // no gradient this step: Adam leaves it alone
+        reference[i].mutable_grad() = at::Tensor();
+        fused[i].mutable_grad() = at::Tensor();
+        continue;
+      }
+      auto g = at::randn(reference[i].sizes());
+      reference[i].mutable_grad() = g.clone();
+      fused[i].mutable_grad() = g.clone();
+    }
+    ref_opt.step();
+    if (step == 4)
+      fused_opt.step();  // the reference on the fused optimizer's state
+    else
+      train::adam_step(fused_opt);
+    for (size_t i = 0; i < reference.size(); ++i)
+      EXPECT_TRUE(close(fused[i], reference[i], 1e-6, 1e-5)) << "step " << step << ", param " << i;
+  }
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const auto key = [](const at::Tensor& p) {
+      return c10::guts::to_string(p.unsafeGetTensorImpl());
+    };
+    auto& r = static_cast<torch::optim::AdamParamState&>(*ref_opt.state().at(key(reference[i])));
+    auto& f = static_cast<torch::optim::AdamParamState&>(*fused_opt.state().at(key(fused[i])));
+    EXPECT_EQ(f.step(), r.step());
+    EXPECT_TRUE(close(f.exp_avg(), r.exp_avg(), 1e-6, 1e-5));
+    EXPECT_TRUE(close(f.exp_avg_sq(), r.exp_avg_sq(), 1e-7, 1e-5));
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/eval/metrics.h"
+#include "attnkit/kernels/adam.h"
 #include "attnkit/kernels/loss.h"
 
 namespace attnkit::train {
@@ -201,6 +202,49 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
   return norm;
 }
 
+void adam_step(torch::optim::Adam& optimizer) {
+  auto fusable = [](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() == at::kFloat && t.device().is_cpu() &&
+           t.is_contiguous() && !t.is_sparse();
+  };
+  for (auto& group : optimizer.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    if (o.weight_decay() != 0 || o.amsgrad()) return void(optimizer.step());
+    for (const auto& p : group.params())
+      if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()))) return void(optimizer.step());
+  }
+  at::NoGradGuard no_grad;
+  auto& states = optimizer.state();
+  for (auto& group : optimizer.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      // The optimizer's own state, keyed and initialised as torch::optim::Adam::step does.
+      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto it = states.find(key);
+      if (it == states.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamParamState>();
+        fresh->step(0);
+        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        it = states.emplace(key, std::move(fresh)).first;
+      }
+      auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
+      TORCH_CHECK(fusable(s.exp_avg()) && fusable(s.exp_avg_sq()),
+                  "adam_step: the optimizer state of a parameter is not a contiguous float tensor");
+      s.step(s.step() + 1);
+      const kernels::AdamUpdate u{static_cast<float>(beta1), static_cast<float>(beta2),
+                                  static_cast<float>(o.eps()),
+                                  static_cast<float>(o.lr() / (1 - std::pow(beta1, s.step()))),
+                                  static_cast<float>(std::sqrt(1 - std::pow(beta2, s.step())))};
+      kernels::adam_update(p.data_ptr<float>(), p.grad().data_ptr<float>(),
+                           s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(),
+                           p.numel(), u);
+    }
+  }
+}
+
 void clear_gradients(const std::vector<at::Tensor>& parameters) {
   for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
 }
@@ -345,7 +389,7 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       }
       if (reducer) reducer->finish();
       if (o.clip > 0) clip_grad_norm(model->parameters(), o.clip);
-      optimizer.step();
+      adam_step(optimizer);
       ++p.step;
       ++result.steps;
       const double l = loss.defined() ? loss.item<double>() : 0.0;  // this rank's share

@@ -10,6 +10,10 @@
 #include "attnkit/train/batching.h"
 #include "attnkit/train/distributed.h"
 
+namespace torch::optim {
+class Adam;
+}
+
 namespace attnkit::train {
 
 struct TrainOptions {
@@ -73,6 +77,12 @@ at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, dou
 // torch::nn::utils::clip_grad_norm_ does, in place and without its per-parameter dtype round
 // trips; returns the norm before clipping.
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
+
+// optimizer.step(), with each float32 CPU parameter updated by kernels::adam_update in one pass.
+// The state (step, exp_avg, exp_avg_sq) is the optimizer's own, so checkpoints save and load as
+// before. Options the kernel does not cover (weight decay, AMSGrad, other dtypes) take
+// optimizer.step() itself.
+void adam_step(torch::optim::Adam& optimizer);
 
 // Drops the gradients instead of zeroing them (PyTorch's zero_grad(set_to_none=True), its default
 // since 2.0; LibTorch 1.13's Optimizer::zero_grad fills zeros). Backward then hands each

@@ -1,0 +1,51 @@
+#include "attnkit/kernels/adam.h"
+
+#include <cmath>
+
+#include "simd.h"
+
+namespace attnkit::kernels {
+namespace {
+
+// The scalar loop, also the tail of the vector one; the same order of operations as LibTorch's
+// kernels, so the two agree to a rounding.
+void adam_scalar(float* p, const float* g, float* m, float* v, int64_t from, int64_t n,
+                 const AdamUpdate& u, float sqrt_bc2) {
+  for (int64_t i = from; i < n; ++i) {
+    m[i] = m[i] * u.beta1 + (1 - u.beta1) * g[i];
+    v[i] = v[i] * u.beta2 + (1 - u.beta2) * g[i] * g[i];
+    const float denom = std::sqrt(v[i]) / sqrt_bc2 + u.eps;
+    p[i] -= u.step_size * (m[i] / denom);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void adam_avx2(float* p, const float* g, float* m, float* v,
+                                                   int64_t n, const AdamUpdate& u, float sqrt_bc2) {
+  const __m256 b1 = _mm256_set1_ps(u.beta1), a1 = _mm256_set1_ps(1 - u.beta1);
+  const __m256 b2 = _mm256_set1_ps(u.beta2), a2 = _mm256_set1_ps(1 - u.beta2);
+  const __m256 eps = _mm256_set1_ps(u.eps), c2 = _mm256_set1_ps(sqrt_bc2);
+  const __m256 step = _mm256_set1_ps(-u.step_size);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 mv = _mm256_fmadd_ps(gv, a1, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
+    const __m256 vv =
+        _mm256_fmadd_ps(_mm256_mul_ps(a2, gv), gv, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), c2), eps);
+    _mm256_storeu_ps(m + i, mv);
+    _mm256_storeu_ps(v + i, vv);
+    _mm256_storeu_ps(p + i,
+                     _mm256_fmadd_ps(step, _mm256_div_ps(mv, denom), _mm256_loadu_ps(p + i)));
+  }
+  adam_scalar(p, g, m, v, i, n, u, sqrt_bc2);
+}
+
+}  // namespace
+
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamUpdate& u) {
+  const float sqrt_bc2 = u.sqrt_bias_correction2;
+  if (simd::have_avx2()) return adam_avx2(p, g, m, v, n, u, sqrt_bc2);
+  adam_scalar(p, g, m, v, 0, n, u, sqrt_bc2);
+}
+
+}  // namespace attnkit::kernels
