@@ -25,12 +25,13 @@ import compare_seq2seq  # noqa: E402
 
 
 def sgemm_gflops(build_dir, threads):
-    """SGEMM 1024^3 GFLOP/s with OpenBLAS owning `threads` threads (the training's policy)."""
+    """SGEMM 1024^3 GFLOP/s with OpenBLAS owning `threads` threads (the training's policy): the
+    best of 5 repetitions, as a peak should be; a busy neighbour only ever lowers a repetition."""
     out = subprocess.run([os.path.join(build_dir, "bench", "attnkit_bench"), f"--threads={threads}", "--blas",
                           "--benchmark_filter=^Sgemm/1024$", "--benchmark_min_time=0.5",
-                          "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true",
-                          "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
-    return next(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("aggregate_name") == "median")
+                          "--benchmark_repetitions=5", "--benchmark_format=json"],
+                         check=True, capture_output=True, text=True).stdout
+    return max(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration")
 
 
 def encoder_flops_per_token(config):

@@ -35,6 +35,7 @@ TEST(Info, ReportsVersionsAndThreads) {
 // Only one of the two busy-waiting pools may own the cores.
 TEST(Info, ThreadPoliciesGiveTheCoresToOnePool) {
   set_threads(2, ThreadPolicy::Blas);
+  EXPECT_EQ(configured_threads(), 2);
   EXPECT_EQ(runtime_info().intra_op_threads, 1);
   EXPECT_NE(detect_blas().detail.find(", 2 threads"), std::string::npos) << detect_blas().detail;
   EXPECT_EQ(blas_threads(), 2);

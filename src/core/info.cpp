@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
@@ -126,6 +127,8 @@ void tune_allocator() {
 
 namespace {
 
+std::atomic<int> configured{0};
+
 // OpenBLAS's thread controls, looked up at run time: another BLAS may be the live one.
 void set_blas_threads(int n) {
   using SetThreads = void (*)(int);
@@ -141,12 +144,18 @@ int blas_threads() {
   return get ? std::max(1, get()) : 1;
 }
 
+int configured_threads() {
+  const int n = configured;
+  return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ScopedBlasThreads::ScopedBlasThreads(int n) : previous_(blas_threads()) { set_blas_threads(n); }
 
 ScopedBlasThreads::~ScopedBlasThreads() { set_blas_threads(previous_); }
 
 void set_threads(int n, ThreadPolicy policy) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  configured = n;
   const bool blas = policy == ThreadPolicy::Blas;
   at::set_num_threads(blas ? 1 : n);
   set_blas_threads(blas ? n : 1);

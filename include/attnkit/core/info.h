@@ -45,6 +45,8 @@ enum class ThreadPolicy {
 
 // n <= 0: one thread per hardware thread.
 void set_threads(int n, ThreadPolicy policy = ThreadPolicy::IntraOp);
+// The thread count last given to set_threads (resolved), or the hardware threads before any call.
+int configured_threads();
 
 // OpenBLAS's thread count (1 for a BLAS without threads of its own).
 int blas_threads();

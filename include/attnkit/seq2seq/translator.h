@@ -53,7 +53,8 @@ class Translator {
   // the highest attention at that step.
   //
   // `parallel_batches` > 1 translates that many batches at once, each on a thread of its own
-  // with single-threaded BLAS (CTranslate2's inter_threads); 0 takes one per BLAS thread. A
+  // with single-threaded BLAS (CTranslate2's inter_threads); 0 takes one per thread given to
+  // set_threads (attnkit --threads). A
   // batch's search is the same whichever thread runs it, so the results are identical to a
   // sequential run. Worth it on throughput jobs: each core then runs its own search without
   // waiting at every step for the other's share of a product (docs/PERFORMANCE.md).
