@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "attnkit/core/error.h"
@@ -153,10 +154,12 @@ TEST(Search, BeamOfOneEqualsGreedy) {
   std::vector<std::string> sources;
   for (const auto& e : t.test) sources.push_back(e.pair.source);
   sources.insert(sources.begin() + 3, "");  // an empty line stays in place
-  for (int64_t beam_size : {1, 3}) {
+  for (int64_t beam_size : {1, 3, -3}) {    // -3: beam 3 on the reference step (no FusedStep)
     seq2seq::SearchOptions search;
-    search.beam_size = beam_size;
+    search.beam_size = std::abs(beam_size);
     search.nbest = beam_size == 1 ? 1 : 2;
+    search.fused = beam_size > 0;
+    SCOPED_TRACE("beam " + std::to_string(beam_size));
     seq2seq::SearchStats work;
     const auto sequential = translator.translate(sources, search, 5, 1, &work);
     if (beam_size == 1) {  // greedy: one row per step a sentence decodes, one attention row each
