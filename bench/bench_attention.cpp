@@ -6,6 +6,7 @@
 //   (B = 64, Tk = 50, D = 256)
 //   SDPA/fwd, SDPA/fwdbwd                scaled-dot self-attention, [B*H = 16, T = 512, d = 64]
 //   Multihead/fwd                        MultiheadAttention(512, 8 heads), B = 2, T = 512
+//   Loss/<fused|composite>/fwdbwd        label-smoothed cross-entropy, [768, 2782] logits
 //
 // Threads: --threads=N (default 1), the same value the Python side uses.
 
@@ -21,6 +22,7 @@
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/fused_attention.h"
+#include "attnkit/train/trainer.h"
 
 namespace {
 
@@ -71,7 +73,8 @@ void multihead_case(benchmark::State& state) {
 void kernel_case(benchmark::State& state, bool fused, bool backward) {
   const int64_t n = 16, t = 512, d = 64;
   at::manual_seed(0);
-  auto q = at::randn({n, t, d}).requires_grad_(backward), k = at::randn({n, t, d}).requires_grad_(backward),
+  auto q = at::randn({n, t, d}).requires_grad_(backward),
+       k = at::randn({n, t, d}).requires_grad_(backward),
        v = at::randn({n, t, d}).requires_grad_(backward);
   at::AutoGradMode grad_mode(backward);
   for (auto _ : state) {
@@ -82,7 +85,22 @@ void kernel_case(benchmark::State& state, bool fused, bool backward) {
   }
   // Nominal attention FLOPs: 4 N T^2 d forward; backward counted as 2.5x forward.
   const double flops = 4.0 * n * t * t * d * (backward ? 3.5 : 1.0);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// The training loss over a batch's logits (64 sentences x 12 steps, the benchmark corpus's target
+// vocabulary), forward and backward: the fused kernel against LibTorch's composite.
+void loss_case(benchmark::State& state, bool fused) {
+  auto logits = at::randn({64 * 12, 2782}).requires_grad_();
+  auto target = at::randint(1, 2782, {64 * 12}, at::kLong);
+  for (auto _ : state) {
+    auto loss =
+        train::sequence_loss(logits.view({64, 12, 2782}), target.view({64, 12}), 0.1, fused);
+    loss.backward();
+    benchmark::DoNotOptimize(logits.grad().data_ptr());
+    logits.mutable_grad() = at::Tensor();
+  }
 }
 
 // The machine's matrix-multiply throughput, measured in the same run as the kernels.
@@ -90,8 +108,8 @@ void sgemm_case(benchmark::State& state) {
   const int64_t size = 1024;
   auto a = at::randn({size, size}), b = at::randn({size, size});
   for (auto _ : state) benchmark::DoNotOptimize(at::mm(a, b).data_ptr());
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * size * size * size * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * size * size * size * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 void register_all() {
@@ -109,10 +127,15 @@ void register_all() {
   benchmark::RegisterBenchmark("Multihead/fwd", multihead_case)->Unit(benchmark::kMillisecond);
   for (bool backward : {false, true})
     for (bool fused : {false, true})
-      benchmark::RegisterBenchmark(
-          (std::string("Kernel/") + (fused ? "fused" : "composite") + (backward ? "/fwdbwd" : "/fwd")).c_str(),
-          kernel_case, fused, backward)
+      benchmark::RegisterBenchmark((std::string("Kernel/") + (fused ? "fused" : "composite") +
+                                    (backward ? "/fwdbwd" : "/fwd"))
+                                       .c_str(),
+                                   kernel_case, fused, backward)
           ->Unit(benchmark::kMillisecond);
+  for (bool fused : {false, true})
+    benchmark::RegisterBenchmark(fused ? "Loss/fused/fwdbwd" : "Loss/composite/fwdbwd", loss_case,
+                                 fused)
+        ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
 }
 

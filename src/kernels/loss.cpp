@@ -17,6 +17,20 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return simd::max_of(x, n);
+  return *std::max_element(x, x + n);
+}
+
+template <typename T>
+T row_sum(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return simd::sum_of(x, n);
+  T total = 0;
+  for (int64_t j = 0; j < n; ++j) total += x[j];
+  return total;
+}
+
 // sum_j exp(x[j] - m), writing the terms to `out`.
 template <typename T>
 T exp_sum(const T* x, T* out, int64_t n, T m) {
@@ -26,6 +40,16 @@ T exp_sum(const T* x, T* out, int64_t n, T m) {
     T sum = 0;
     for (int64_t j = 0; j < n; ++j) sum += (out[j] = std::exp(x[j] - m));
     return sum;
+  }
+}
+
+// out[j] = a exp(x[j] - m) + b.
+template <typename T>
+void exp_affine(const T* x, T* out, int64_t n, T m, T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::exp_affine(x, out, n, m, a, b);
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = a * std::exp(x[j] - m) + b;
   }
 }
 
@@ -45,10 +69,9 @@ class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntro
         for (int64_t m = begin; m < end; ++m) {
           if (tgt[m] == ignore) continue;
           const scalar_t* x = X + m * V;
-          const scalar_t mx = *std::max_element(x, x + V);
+          const scalar_t mx = row_max(x, V);
           const scalar_t z = mx + std::log(exp_sum<scalar_t>(x, scratch.data(), V, mx));
-          scalar_t total = 0;
-          for (int64_t j = 0; j < V; ++j) total += x[j];
+          const scalar_t total = row_sum(x, V);
           Z[m] = z;
           L[m] = (1 - eps) * (z - x[tgt[m]]) + eps * (z - total / V);
         }
@@ -81,9 +104,8 @@ class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntro
             continue;
           }
           // d/dx_j = g (softmax_j - eps / V - (1 - eps) [j == t])
-          exp_sum<scalar_t>(X + m * V, row, V, Z[m]);
-          const scalar_t gm = G[m], shift = eps / V;
-          for (int64_t j = 0; j < V; ++j) row[j] = gm * (row[j] - shift);
+          const scalar_t gm = G[m];
+          exp_affine<scalar_t>(X + m * V, row, V, Z[m], gm, -gm * static_cast<scalar_t>(eps / V));
           row[tgt[m]] -= gm * (1 - eps);
         }
       });

@@ -141,6 +141,29 @@ inline float max_of(const float* x, int64_t n) {
   return best;
 }
 
+// sum_i x[i], four accumulators wide (a single running sum waits on each add's latency).
+__attribute__((target("avx2,fma"))) inline float sum_avx2(const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+inline float sum_of(const float* x, int64_t n) {
+  if (have_avx2()) return sum_avx2(x, n);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  return sum;
+}
+
 // The first i in [from, n) with x[i] > threshold, or n.
 __attribute__((target("avx2,fma"))) inline int64_t next_above_avx2(const float* x, int64_t from,
                                                                    int64_t n, float threshold) {
@@ -189,6 +212,22 @@ __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, 
   for (; j < n; ++j)
     sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
   return sum;
+}
+
+// p[j] = a exp(s[j] - m) + b for j < n, in one pass.
+__attribute__((target("avx2,fma"))) inline void exp_affine_avx2(const float* s, float* p, int64_t n,
+                                                                float m, float a, float b) {
+  const __m256 vm = _mm256_set1_ps(m), va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(p + j,
+                     _mm256_fmadd_ps(va, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), vb));
+  for (; j < n; ++j) p[j] = a * std::exp(s[j] - m) + b;
+}
+
+inline void exp_affine(const float* s, float* p, int64_t n, float m, float a, float b) {
+  if (have_avx2()) return exp_affine_avx2(s, p, n, m, a, b);
+  for (int64_t j = 0; j < n; ++j) p[j] = a * std::exp(s[j] - m) + b;
 }
 
 inline float exp_shift(const float* s, float* p, int n, float m) {
