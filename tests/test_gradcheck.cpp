@@ -8,6 +8,7 @@
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/attention/score.h"
 #include "attnkit/attention/seed.h"
 #include "attnkit/attention/self_attention.h"
 
@@ -50,6 +51,39 @@ INSTANTIATE_TEST_SUITE_P(SoftAndLocal, AttentionGradcheck,
                          ::testing::ValuesIn(testing::all_scores_with({WeightingKind::Soft,
                                                                        WeightingKind::Local})),
                          [](const auto& info) { return testing::test_name(info.param); });
+
+// The decoder's path: keys projected once, the query block of the weight taken once and reused
+// by every step. The same values and parameter gradients as taking both at every step.
+TEST(Gradcheck, AttendWithAHoistedQueryWeightEqualsThePlainStep) {
+  for (auto kind : {ScoreKind::Additive, ScoreKind::Bahdanau}) {
+    at::manual_seed(4);
+    Attention attn(AttentionOptions(3, 5).score(kind).hidden_size(4));  // fused float path
+    auto k = at::randn({2, 4, 5}), v = at::randn({2, 4, 2});
+    auto mask = padding_mask(at::tensor({4, 3}), 4);
+    std::vector<at::Tensor> queries = {at::randn({2, 1, 3}), at::randn({2, 1, 3})};
+    auto run = [&](bool hoisted) {
+      for (auto& p : attn->parameters()) p.mutable_grad() = at::Tensor();
+      auto keys = attn->project_keys(k);
+      auto w = hoisted ? attn->score->query_weight() : at::Tensor();
+      at::Tensor loss = at::zeros({});
+      for (size_t t = 0; t < queries.size(); ++t) {  // two steps share the keys and the view
+        auto r = attn->attend(queries[t], keys, v, mask, w);
+        loss = loss + projection_loss(r.output, r.weights, 20 + t);
+      }
+      loss.backward();
+      std::vector<at::Tensor> grads;
+      for (auto& p : attn->parameters()) grads.push_back(p.grad().clone());
+      return std::make_pair(loss.detach(), grads);
+    };
+    ASSERT_TRUE(attn->score->query_weight().defined());
+    auto [plain_loss, plain] = run(false);
+    auto [hoisted_loss, hoisted] = run(true);
+    EXPECT_TRUE(close(hoisted_loss, plain_loss));
+    ASSERT_EQ(hoisted.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(close(hoisted[i], plain[i])) << i;
+  }
+  EXPECT_FALSE(Score(ScoreOptions(ScoreKind::Dot, 3, 3))->query_weight().defined());
+}
 
 TEST(Gradcheck, MultiheadWithPaddingAndCausalMasks) {
   at::manual_seed(4);

@@ -46,13 +46,14 @@ AttentionOutput AttentionImpl::forward(const at::Tensor& q, const at::Tensor& k,
 }
 
 AttentionOutput AttentionImpl::attend(const at::Tensor& q, const at::Tensor& projected_keys,
-                                      const at::Tensor& v, const at::Tensor& mask) {
+                                      const at::Tensor& v, const at::Tensor& mask,
+                                      const at::Tensor& query_weight) {
   TORCH_CHECK(v.dim() == 3 && projected_keys.dim() == 3 && projected_keys.size(1) == v.size(1),
               "Attention: the keys ", projected_keys.sizes(), " and V ", v.sizes(),
               " must have the same length Tk (dim 1)");
   const int64_t batch = q.size(0), tq = q.size(1), tk = v.size(1);
   auto keep = check_mask(mask, batch, tq, tk, "Attention");
-  auto scores = score->score_projected(q, projected_keys);  // [B, Tq, Tk]
+  auto scores = score->score_projected(q, projected_keys, query_weight);  // [B, Tq, Tk]
 
   at::Tensor centres;
   if (options.weighting() == WeightingKind::Local) {

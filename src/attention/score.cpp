@@ -76,7 +76,13 @@ at::Tensor ScoreImpl::project_keys(const at::Tensor& k) {
   TORCH_CHECK(false, "Score: unknown kind");
 }
 
-at::Tensor ScoreImpl::score_projected(const at::Tensor& q, const at::Tensor& keys) {
+at::Tensor ScoreImpl::query_weight() const {
+  if (options.kind() != ScoreKind::Additive && options.kind() != ScoreKind::Bahdanau) return {};
+  return linear->weight.narrow(1, 0, options.query_size());  // [H, Dq]
+}
+
+at::Tensor ScoreImpl::score_projected(const at::Tensor& q, const at::Tensor& keys,
+                                      const at::Tensor& query_weight) {
   TORCH_CHECK(q.dim() == 3 && q.size(-1) == options.query_size(), "Score: Q must be [B, Tq, ",
               options.query_size(), "] but has shape ", q.sizes());
   TORCH_CHECK(keys.dim() == 3 && keys.size(0) == q.size(0), "Score: Q ", q.sizes(),
@@ -88,8 +94,9 @@ at::Tensor ScoreImpl::score_projected(const at::Tensor& q, const at::Tensor& key
     case ScoreKind::Bahdanau: {
       const at::Tensor v_weight = options.kind() == ScoreKind::Bahdanau ? v->weight : at::Tensor();
       if (options.fused() && q.scalar_type() == at::kFloat && keys.scalar_type() == at::kFloat) {
-        auto qh = at::matmul(q, linear->weight.narrow(1, 0, q.size(-1)).t());  // [B, Tq, H]
-        return kernels::fused_additive_score(qh, keys, v_weight);             // [B, Tq, Tk]
+        const auto w = query_weight.defined() ? query_weight : this->query_weight();
+        auto qh = at::matmul(q, w.t());                            // [B, Tq, H]
+        return kernels::fused_additive_score(qh, keys, v_weight);  // [B, Tq, Tk]
       }
       return functional::additive_score_projected(q, keys, linear->weight, v_weight);
     }

@@ -167,6 +167,7 @@ DecoderState DecoderImpl::start(const EncoderOutput& e) {
   s.keys = attention ? attention->project_keys(e.memory) : e.memory;  // once per source
   s.mask = e.mask;
   s.summary = e.summary;
+  if (attention) s.query_weight = attention->score->query_weight();
   return s;
 }
 
@@ -210,7 +211,8 @@ StepOutput DecoderImpl::finish_step(DecoderState& s, bool project_now) {
   StepOutput step;
   at::Tensor context;
   if (attention) {
-    auto a = attention->attend(out, s.keys, s.memory, s.mask);  // [N, 1, Hm], [N, 1, S]
+    auto a = attention->attend(out, s.keys, s.memory, s.mask,
+                               s.query_weight);  // [N, 1, Hm], [N, 1, S]
     context = a.output;
     step.attention = a.weights.squeeze(1);
     if (a.log_prob.defined()) {

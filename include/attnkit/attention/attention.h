@@ -40,10 +40,11 @@ class AttentionImpl : public torch::nn::Module {
   // q [B, Tq, Dq], k [B, Tk, Dk], v [B, Tk, Dv], mask broadcastable to [B, Tq, Tk].
   AttentionOutput forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& mask = {});
-  // The decoder-step path: keys come from project_keys(), computed once per source.
+  // The decoder-step path: keys come from project_keys(), computed once per source, and
+  // query_weight (Score::score_projected) from score->query_weight(), once per sequence.
   at::Tensor project_keys(const at::Tensor& k);
   AttentionOutput attend(const at::Tensor& q, const at::Tensor& projected_keys, const at::Tensor& v,
-                         const at::Tensor& mask = {});
+                         const at::Tensor& mask = {}, const at::Tensor& query_weight = {});
 
   AttentionOptions options;
   Score score{nullptr};

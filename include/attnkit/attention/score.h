@@ -36,8 +36,14 @@ class ScoreImpl : public torch::nn::Module {
 
   // k [B, Tk, Dk] -> the key-only part of the score: [B, Tk, *] (k itself for dot products).
   at::Tensor project_keys(const at::Tensor& k);
-  // q [B, Tq, Dq], keys from project_keys() -> scores [B, Tq, Tk].
-  at::Tensor score_projected(const at::Tensor& q, const at::Tensor& keys);
+  // q [B, Tq, Dq], keys from project_keys() -> scores [B, Tq, Tk]. `query_weight`, from
+  // query_weight() once per sequence, spares each step a view of the whole weight, whose
+  // backward fills a weight-sized zero gradient per step; undefined: taken here.
+  at::Tensor score_projected(const at::Tensor& q, const at::Tensor& keys,
+                             const at::Tensor& query_weight = {});
+  // The block of an additive or Bahdanau score's weight that multiplies the query, [H, Dq];
+  // undefined for the other kinds.
+  at::Tensor query_weight() const;
   // q [B, Tq, Dq], k [B, Tk, Dk] -> scores [B, Tq, Tk].
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k);
 

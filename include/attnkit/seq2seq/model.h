@@ -75,6 +75,8 @@ struct DecoderState {
   at::Tensor keys;     // [N, S, *]: memory projected once by the attention score
   at::Tensor mask;     // [N, 1, S]
   at::Tensor summary;  // [N, Hm]
+  // The score's query weights, viewed once per sequence (Score::query_weight); not per row.
+  at::Tensor query_weight;
   DecoderState select(const at::Tensor& index) const;  // rows `index` of every field
   // Beam search's reorder: hidden and feed take rows `origin`; the source fields (memory, keys,
   // mask, summary), equal for every beam of a sentence, take rows `source_rows`, or stay as
