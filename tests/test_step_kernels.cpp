@@ -10,10 +10,12 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
+#include "attnkit/attention/functional.h"
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
+#include "attnkit/kernels/masked_softmax.h"
 #include "attnkit/train/trainer.h"
 #include "testing.h"
 
@@ -226,6 +228,36 @@ TEST(AdamKernel, MatchesTorchAdam) {
     EXPECT_TRUE(close(f.exp_avg(), r.exp_avg(), 1e-6, 1e-5));
     EXPECT_TRUE(close(f.exp_avg_sq(), r.exp_avg_sq(), 1e-7, 1e-5));
   }
+}
+
+// The fused masked softmax against the composite (functional::soft_weights): values and
+// gradients with a padding mask, a row with nothing to attend to, no mask at all, and finite
+// differences in double.
+TEST(MaskedSoftmaxKernel, MatchesTheCompositeAndFiniteDifferences) {
+  at::manual_seed(15);
+  auto keep = at::ones({3, 1, 7}, at::kBool);
+  keep.index_put_({0, 0, at::indexing::Slice(4)}, false);  // padding
+  keep.index_put_({2}, false);                             // nothing to attend to
+  for (const auto& mask : {keep, at::Tensor()}) {
+    auto x = (at::randn({3, 2, 7}) * 3).requires_grad_();
+    auto g = at::randn({3, 2, 7});
+    auto expected = functional::soft_weights(x, mask);
+    auto actual = kernels::masked_softmax(x, mask);
+    EXPECT_TRUE(close(actual, expected));
+    auto eg = torch::autograd::grad({expected}, {x}, {g});
+    auto ag = torch::autograd::grad({actual}, {x}, {g});
+    EXPECT_TRUE(close(ag[0], eg[0]));
+    if (mask.defined()) {
+      EXPECT_EQ(actual[2].abs().sum().item<float>(), 0.f) << "a fully masked row is all zeros";
+      EXPECT_EQ(ag[0][0].narrow(1, 4, 3).abs().sum().item<float>(), 0.f) << "masked: no gradient";
+      EXPECT_TRUE(close(actual[1].sum(-1), at::ones({2})));
+    }
+  }
+  auto xd = at::randn({3, 2, 7}, at::kDouble).requires_grad_();
+  auto weights = at::zeros({1}, at::kDouble);
+  EXPECT_TRUE(gradcheck(
+      [&] { return testing::projection_loss(kernels::masked_softmax(xd, keep), weights, 3); },
+      {xd}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "attnkit/kernels/linear.h"
+#include "attnkit/kernels/masked_softmax.h"
 
 namespace attnkit::functional {
 namespace {
@@ -206,8 +207,9 @@ at::Tensor weights_for(WeightingKind kind, const at::Tensor& scores, const at::T
                        HardGradient gradient, double temperature, const at::Tensor& centres,
                        int64_t window, const at::Tensor& gumbel_noise) {
   switch (kind) {
-    case WeightingKind::Soft:
-      return soft_weights(scores, mask);
+    case WeightingKind::Soft:  // soft_weights is the reference
+      return scores.device().is_cpu() ? kernels::masked_softmax(scores, mask)
+                                      : soft_weights(scores, mask);
     case WeightingKind::Hard:
       return hard_weights(scores, mask, gradient, temperature, gumbel_noise);
     case WeightingKind::Local:
