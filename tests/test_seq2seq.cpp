@@ -170,7 +170,7 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     }
     EXPECT_GT(work.decoder_rows, 0);
     EXPECT_GT(work.source_tokens, 0);
-    for (int parallel : {2, 3}) {
+    for (int parallel : {0, 2, 3}) {  // 0: one per configured thread
       seq2seq::SearchStats parallel_work;
       const auto side_by_side = translator.translate(sources, search, 5, parallel, &parallel_work);
       EXPECT_EQ(parallel_work.decoder_rows, work.decoder_rows);

@@ -222,8 +222,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
     if (!members.empty()) batches.push_back(std::move(members));
   }
 
-  const size_t streams =
-      std::min<size_t>(batches.size(), parallel_batches > 0 ? parallel_batches : blas_threads());
+  const size_t streams = std::min<size_t>(
+      batches.size(), parallel_batches > 0 ? parallel_batches : configured_threads());
   if (streams <= 1) {
     for (const auto& members : batches) translate_batch(members, ids, options, results, stats);
     return results;
