@@ -90,6 +90,12 @@ std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t v
 
 namespace {
 
+// Searches may share one model across threads (Translator's parallel batches), so the mode flags
+// are written only when the model is still training.
+void ensure_eval(Seq2Seq& model) {
+  if (model->is_training()) model->eval();
+}
+
 // The decoder step a search runs: FusedStep when allowed, else the module's own.
 class Stepper {
  public:
@@ -119,7 +125,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
                                                    const at::Tensor& lengths,
                                                    const SearchOptions& o, SearchStats* stats) {
   c10::InferenceMode inference;
-  model->eval();
+  ensure_eval(model);
   const int64_t batch = source.size(0);
   auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
@@ -176,7 +182,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
                                                  const at::Tensor& lengths, const SearchOptions& o,
                                                  SearchStats* stats) {
   c10::InferenceMode inference;
-  model->eval();
+  ensure_eval(model);
   const int64_t batch = source.size(0), k = std::max<int64_t>(1, o.beam_size);
   const int64_t nbest = std::min(std::max<int64_t>(1, o.nbest), k);
   auto limits = max_lengths(lengths, o);
