@@ -21,7 +21,8 @@ struct Shape {
   bool masked;
 };
 void PrintTo(const Shape& s, std::ostream* os) {
-  *os << s.n << "x" << s.tq << "x" << s.tk << " d" << s.d << " dv" << s.dv << (s.masked ? " masked" : "");
+  *os << s.n << "x" << s.tq << "x" << s.tk << " d" << s.d << " dv" << s.dv
+      << (s.masked ? " masked" : "");
 }
 
 class FusedAttention : public ::testing::TestWithParam<Shape> {};
@@ -29,7 +30,8 @@ class FusedAttention : public ::testing::TestWithParam<Shape> {};
 TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
   const auto s = GetParam();
   at::manual_seed(11);
-  auto q = at::randn({s.n, s.tq, s.d}), k = at::randn({s.n, s.tk, s.d}), v = at::randn({s.n, s.tk, s.dv});
+  auto q = at::randn({s.n, s.tq, s.d}), k = at::randn({s.n, s.tk, s.d}),
+       v = at::randn({s.n, s.tk, s.dv});
   at::Tensor mask;
   if (s.masked) {
     auto lengths = at::randint(1, s.tk + 1, {s.n});
@@ -38,7 +40,8 @@ TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
     if (s.tq == s.tk) mask = mask.logical_and(causal_mask(s.tq, s.tk));
   }
   auto r = at::randn({s.n, s.tq, s.dv});
-  auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(), fv = v.clone().requires_grad_();
+  auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(),
+       fv = v.clone().requires_grad_();
   auto fused = kernels::fused_attention(fq, fk, fv, mask);
   (fused * r).sum().backward();
   // The reference, in double.
@@ -52,11 +55,12 @@ TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
   EXPECT_TRUE(close(fv.grad(), dv.grad(), 5e-5, 1e-3)) << "grad v";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention,
-                         ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{3, 70, 150, 16, 8, false},
-                                           Shape{3, 70, 150, 16, 8, true}, Shape{2, 130, 130, 32, 32, true},
-                                           Shape{1, 1, 300, 64, 64, true}, Shape{2, 300, 600, 16, 24, true},
-                                           Shape{2, 257, 257, 8, 8, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FusedAttention,
+    ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{3, 70, 150, 16, 8, false},
+                      Shape{3, 70, 150, 16, 8, true}, Shape{2, 130, 130, 32, 32, true},
+                      Shape{1, 1, 300, 64, 64, true}, Shape{2, 300, 600, 16, 24, true},
+                      Shape{2, 257, 257, 8, 8, true}));
 
 TEST(FusedAttentionMasks, FullyMaskedRowsGiveZerosNotNaN) {
   auto q = at::randn({2, 3, 8}).requires_grad_(), k = at::randn({2, 5, 8}).requires_grad_(),
@@ -86,27 +90,33 @@ namespace attnkit {
 namespace {
 
 // The fused additive score against the composite functional path: values and gradients.
+// Tq = 1 is the decoder step, whose key gradient rows are each written by one score; zero
+// upstream gradients (masked keys) must still leave zeros there.
 TEST(FusedAdditiveScore, MatchesTheCompositePath) {
-  for (bool learned_v : {false, true}) {
-    at::manual_seed(5);
-    const int64_t n = 3, tq = 4, tk = 7, h = 21;  // h not a multiple of 8: the scalar tail runs
-    auto q = at::randn({n, tq, h}), k = at::randn({n, tk, h}), v = at::randn({h});
-    auto r = at::randn({n, tq, tk});
-    auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(), fv = v.clone().requires_grad_();
-    auto fused = kernels::fused_additive_score(fq, fk, learned_v ? fv : at::Tensor());
-    (fused * r).sum().backward();
-    auto dq = q.to(at::kDouble).requires_grad_(), dk = k.to(at::kDouble).requires_grad_(),
-         dv = v.to(at::kDouble).requires_grad_();
-    // additive_score_projected(q, keys, weight, v) computes W_q q itself; an identity W_q makes
-    // its query half exactly q.
-    auto eye = at::eye(h, at::kDouble);
-    auto reference = functional::additive_score_projected(dq, dk, eye, learned_v ? dv : at::Tensor());
-    (reference * r.to(at::kDouble)).sum().backward();
-    EXPECT_TRUE(close(fused, reference, 1e-5, 1e-5)) << "scores";
-    EXPECT_TRUE(close(fq.grad(), dq.grad(), 1e-5, 1e-4)) << "grad q";
-    EXPECT_TRUE(close(fk.grad(), dk.grad(), 1e-5, 1e-4)) << "grad k";
-    if (learned_v) EXPECT_TRUE(close(fv.grad(), dv.grad(), 1e-4, 1e-4)) << "grad v";
-  }
+  for (int64_t tq : {4, 1})
+    for (bool learned_v : {false, true}) {
+      at::manual_seed(5);
+      const int64_t n = 3, tk = 7, h = 21;  // h not a multiple of 8: the scalar tail runs
+      auto q = at::randn({n, tq, h}), k = at::randn({n, tk, h}), v = at::randn({h});
+      auto r = at::randn({n, tq, tk});
+      r.index_put_({1, at::indexing::Slice(), at::indexing::Slice(4)}, 0);  // masked keys
+      auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(),
+           fv = v.clone().requires_grad_();
+      auto fused = kernels::fused_additive_score(fq, fk, learned_v ? fv : at::Tensor());
+      (fused * r).sum().backward();
+      auto dq = q.to(at::kDouble).requires_grad_(), dk = k.to(at::kDouble).requires_grad_(),
+           dv = v.to(at::kDouble).requires_grad_();
+      // additive_score_projected(q, keys, weight, v) computes W_q q itself; an identity W_q makes
+      // its query half exactly q.
+      auto eye = at::eye(h, at::kDouble);
+      auto reference =
+          functional::additive_score_projected(dq, dk, eye, learned_v ? dv : at::Tensor());
+      (reference * r.to(at::kDouble)).sum().backward();
+      EXPECT_TRUE(close(fused, reference, 1e-5, 1e-5)) << "scores";
+      EXPECT_TRUE(close(fq.grad(), dq.grad(), 1e-5, 1e-4)) << "grad q";
+      EXPECT_TRUE(close(fk.grad(), dk.grad(), 1e-5, 1e-4)) << "grad k";
+      if (learned_v) EXPECT_TRUE(close(fv.grad(), dv.grad(), 1e-4, 1e-4)) << "grad v";
+    }
 }
 
 }  // namespace

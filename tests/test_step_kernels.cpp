@@ -25,20 +25,23 @@ namespace {
 using testing::close;
 using testing::gradcheck;
 
+// Tq = 2, and Tq = 1 as decoder steps have, whose value gradient is written without a zero fill.
 TEST(ContextKernel, MatchesMatmulInValuesAndGradients) {
-  at::manual_seed(11);
-  auto w = at::softmax(at::randn({4, 2, 7}), -1);
-  w.index_put_({1, 0, at::indexing::Slice(3)}, 0);  // masked keys
-  w.requires_grad_();
-  auto v = at::randn({4, 7, 13}).requires_grad_();
-  auto g = at::randn({4, 2, 13});
-  auto expected = at::matmul(w, v);
-  auto actual = kernels::attention_context(w, v);
-  EXPECT_TRUE(close(actual, expected));
-  auto eg = torch::autograd::grad({expected}, {w, v}, {g});
-  auto ag = torch::autograd::grad({actual}, {w, v}, {g});
-  EXPECT_TRUE(close(ag[0], eg[0]));
-  EXPECT_TRUE(close(ag[1], eg[1]));
+  for (int64_t tq : {2, 1}) {
+    at::manual_seed(11);
+    auto w = at::softmax(at::randn({4, tq, 7}), -1);
+    w.index_put_({1, 0, at::indexing::Slice(3)}, 0);  // masked keys
+    w.requires_grad_();
+    auto v = at::randn({4, 7, 13}).requires_grad_();
+    auto g = at::randn({4, tq, 13});
+    auto expected = at::matmul(w, v);
+    auto actual = kernels::attention_context(w, v);
+    EXPECT_TRUE(close(actual, expected));
+    auto eg = torch::autograd::grad({expected}, {w, v}, {g});
+    auto ag = torch::autograd::grad({actual}, {w, v}, {g});
+    EXPECT_TRUE(close(ag[0], eg[0]));
+    EXPECT_TRUE(close(ag[1], eg[1]));
+  }
 }
 
 TEST(ContextKernel, GradientsMatchFiniteDifferences) {

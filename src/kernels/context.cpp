@@ -41,7 +41,9 @@ class Context : public torch::autograd::Function<Context> {
     const auto &w = saved[0], &v = saved[1];
     const auto g = grads[0].contiguous();
     const int64_t N = w.size(0), Tq = w.size(1), Tk = w.size(2), D = v.size(2);
-    auto dw = at::empty_like(w), dv = at::zeros_like(v);
+    // With one query per row (decoder steps), every dv row is written exactly once below, so it
+    // needs no zero fill first: that fill was a [N, S, D] pass per step.
+    auto dw = at::empty_like(w), dv = Tq == 1 ? at::empty_like(v) : at::zeros_like(v);
     AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "attention_context_backward", [&] {
       const scalar_t *W = w.data_ptr<scalar_t>(), *Vv = v.data_ptr<scalar_t>(),
                      *G = g.data_ptr<scalar_t>();
@@ -55,9 +57,16 @@ class Context : public torch::autograd::Function<Context> {
               scalar_t* drow = dV + (n * Tk + j) * D;
               const scalar_t a = W[(n * Tq + i) * Tk + j];
               scalar_t dot = 0;
-              for (int64_t d = 0; d < D; ++d) {
-                dot += gi[d] * row[d];
-                drow[d] += a * gi[d];
+              if (Tq == 1) {
+                for (int64_t d = 0; d < D; ++d) {
+                  dot += gi[d] * row[d];
+                  drow[d] = a * gi[d];
+                }
+              } else {
+                for (int64_t d = 0; d < D; ++d) {
+                  dot += gi[d] * row[d];
+                  drow[d] += a * gi[d];
+                }
               }
               dW[(n * Tq + i) * Tk + j] = dot;
             }
