@@ -201,6 +201,25 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.split("\n")[:3], ["d c b a", "", "e f"])
 
+    def test_parallel_batches_give_the_same_output_and_timing_reports_the_work(self):
+        with open(os.path.join(self.dir, "test.tsv"), encoding="utf-8") as f:
+            sources = "".join(line.split("\t")[0] + "\n" for line in f)
+        outputs = []
+        for parallel in ("1", "2"):
+            p = subprocess.run([BIN, "--threads", "2", "translate", "--model", self.model, "--beam", "3",
+                                "--batch-size", "4", "--parallel-batches", parallel, "--timing"],
+                               input=sources, capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            outputs.append(p.stdout)
+            # bench/compare_seq2seq.py parses this line.
+            m = re.search(r"translated (\d+) sentences in [\d.]+ s: [\d.]+ sentences/s "
+                          r"\((\d+) source tokens encoded, (\d+) decoder rows\)", p.stderr)
+            self.assertIsNotNone(m, p.stderr)
+            self.assertEqual(int(m.group(1)), 60)
+            self.assertEqual(int(m.group(2)), sum(len(s.split()) for s in sources.splitlines()))
+            self.assertGreater(int(m.group(3)), 0)
+        self.assertEqual(outputs[0], outputs[1])
+
     def test_translate_json_has_tokens_scores_and_attention(self):
         p = subprocess.run([BIN, "translate", "--model", self.model, "--format", "json", "--nbest", "2",
                             "--beam", "4"], input="a b c\n", capture_output=True, text=True, timeout=60)
