@@ -4,6 +4,9 @@
 // that LibTorch itself links (OpenBLAS once setup has run), for loops that cannot afford a
 // dispatcher call per product.
 
+#include <algorithm>
+#include <cstdint>
+
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
@@ -45,6 +48,14 @@ inline void linear(const float* x, int rows, int in, const float* w, int out, fl
     return;
   }
   gemm(false, true, rows, out, in, 1.f, x, ldx, w, ldw, beta, y, ldy);
+}
+
+// y[rows, out] = bias + x[rows, in] W^T, y contiguous; bias nullptr: no bias.
+inline void affine(const float* x, int rows, int in, const float* w, int out, const float* bias,
+                   float* y, int ldw = 0) {
+  if (bias)
+    for (int r = 0; r < rows; ++r) std::copy(bias, bias + out, y + static_cast<int64_t>(r) * out);
+  linear(x, rows, in, w, out, y, /*accumulate=*/bias != nullptr, 0, 0, ldw);
 }
 
 }  // namespace attnkit::kernels::blas

@@ -94,10 +94,8 @@ void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const a
                        T* gh) {
   const int64_t G = w_hh.size(0), H = w_hh.size(1);
   if constexpr (std::is_same_v<T, float>) {
-    const float* bias = b_hh.data_ptr<float>();
-    for (int64_t b = 0; b < rows; ++b) std::copy(bias, bias + G, gh + b * G);
-    blas::linear(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(),
-                 static_cast<int>(G), gh, /*accumulate=*/true);
+    blas::affine(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(),
+                 static_cast<int>(G), b_hh.data_ptr<float>(), gh);
   } else {
     auto out = at::from_blob(gh, {rows, G}, w_hh.options());
     at::addmm_out(out, b_hh, at::from_blob(const_cast<T*>(h), {rows, H}, w_hh.options()), w_hh.t());

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 #include "blas.h"
 
 namespace attnkit::kernels {
@@ -25,15 +23,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   auto sizes = x.sizes().vec();
   sizes.back() = out;
   auto y = at::empty(sizes, x.options());
-  float* yp = y.data_ptr<float>();
-  if (bias.defined()) {
-    const auto b = bias.contiguous();
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy(b.data_ptr<float>(), b.data_ptr<float>() + out, yp + r * out);
-  }
-  blas::linear(xc.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),
-               weight.data_ptr<float>(), static_cast<int>(out), yp,
-               /*accumulate=*/bias.defined(), 0, 0, static_cast<int>(weight.stride(0)));
+  const auto b = bias.defined() ? bias.contiguous() : at::Tensor();
+  blas::affine(xc.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),
+               weight.data_ptr<float>(), static_cast<int>(out),
+               b.defined() ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+               static_cast<int>(weight.stride(0)));
   return y;
 }
 

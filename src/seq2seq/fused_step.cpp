@@ -22,7 +22,8 @@ at::Tensor frozen(const at::Tensor& t) {
   return w.dim() == 2 && w.stride(1) == 1 ? w : w.contiguous();
 }
 
-// y[rows, out] = x W^T (+ y when accumulate), W's rows as far apart as it keeps them.
+// y[rows, out] = x W^T (+ y when accumulate), W's rows as far apart as it keeps them
+// (column blocks of a wider weight are read in place).
 void product(const float* x, int64_t rows, int64_t in, const at::Tensor& w, float* y,
              bool accumulate) {
   kernels::blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.data_ptr<float>(),
@@ -33,10 +34,9 @@ void product(const float* x, int64_t rows, int64_t in, const at::Tensor& w, floa
 // y[rows, out] = bias + x W^T
 void affine(const float* x, int64_t rows, int64_t in, const at::Tensor& w, const at::Tensor& b,
             float* y) {
-  const int64_t out = w.size(0);
-  const float* bias = b.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
-  product(x, rows, in, w, y, /*accumulate=*/true);
+  kernels::blas::affine(x, static_cast<int>(rows), static_cast<int>(in), w.data_ptr<float>(),
+                        static_cast<int>(w.size(0)), b.data_ptr<float>(), y,
+                        static_cast<int>(w.stride(0)));
 }
 
 // Every target embedding through the first GRU layer's input weights, with its bias:
@@ -61,18 +61,23 @@ at::Tensor embedding_projection(const Decoder& d) {
   cache.erase(std::remove_if(cache.begin(), cache.end(),
                              [](const Entry& e) { return e.decoder.expired(); }),
               cache.end());
-  for (auto& e : cache) {
-    if (e.decoder.lock() != d.ptr()) continue;
-    if (e.embedding == embedding.data_ptr() && e.w_ih == w_ih.data_ptr() &&
-        e.embedding_version == embedding._version() && e.w_ih_version == w_ih._version())
-      return e.table;
-    e.table = at::Tensor();  // stale
-  }
-  auto table = at::addmm(b_ih.detach(), embedding.detach(), w_ih.detach().narrow(1, 0, E).t())
-                   .contiguous();  // [V, 3H]
-  cache.push_back({d.ptr(), embedding.data_ptr(), w_ih.data_ptr(), embedding._version(),
-                   w_ih._version(), table});
-  return table;
+  Entry current{
+      d.ptr(), embedding.data_ptr(), w_ih.data_ptr(), embedding._version(), w_ih._version(), {}};
+  auto same_weights = [&](const Entry& e) {
+    return e.embedding == current.embedding && e.w_ih == current.w_ih &&
+           e.embedding_version == current.embedding_version &&
+           e.w_ih_version == current.w_ih_version;
+  };
+  auto it = std::find_if(cache.begin(), cache.end(),
+                         [&](const Entry& e) { return e.decoder.lock() == d.ptr(); });
+  if (it != cache.end() && same_weights(*it)) return it->table;
+  current.table = at::addmm(b_ih.detach(), embedding.detach(), w_ih.detach().narrow(1, 0, E).t())
+                      .contiguous();  // [V, 3H]
+  if (it != cache.end())
+    *it = current;  // the weights changed: this decoder's one entry is replaced
+  else
+    cache.push_back(current);
+  return current.table;
 }
 
 }  // namespace
@@ -98,7 +103,7 @@ FusedStep::FusedStep(const Decoder& d) : options_(d->options) {
   if (options_.input_feeding())  // the feed's columns of W_ih, the rest being in the table
     feed_w_ih_ = frozen(layers_[0].w_ih.narrow(1, options_.embed_size(), options_.hidden_size()));
   const auto& score = d->attention->score;
-  w_query_ = frozen(score->linear->weight.narrow(1, 0, options_.hidden_size()));
+  w_query_ = frozen(score->query_weight());
   v_ = score->v ? frozen(score->v->weight.reshape({-1})) : at::ones({w_query_.size(0)});
   w_combine_ = frozen(d->combine->weight);
   b_combine_ = frozen(d->combine->bias);

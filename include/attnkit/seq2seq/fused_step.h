@@ -8,11 +8,11 @@
 
 // An inference-only decoder step for the usual architecture (GRU layers, soft additive or
 // Bahdanau attention, with or without input feeding), in float32 on raw buffers: one BLAS call
-// per product (GEMV when a single sentence decodes), the GRU gates, scores, softmax and context in
-// hand-written loops, and no autograd or dispatcher between them. At batch 1 the LibTorch step
-// spends most of its time in per-op overhead and in OpenBLAS packing whole weight matrices for
-// one-row GEMMs. DecoderImpl::step stays the reference (tests/test_fused_step.cpp); the
-// searches use this one when supports() allows and SearchOptions::fused is on.
+// per product (GEMV per row below kernels::blas::kGemvRows rows), the GRU gates, scores, softmax
+// and context in hand-written loops, and no autograd or dispatcher between them. At batch 1 the
+// LibTorch step spends most of its time in per-op overhead and in OpenBLAS packing whole weight
+// matrices for one-row GEMMs. DecoderImpl::step stays the reference (tests/test_fused_step.cpp);
+// the searches use this one when supports() allows and SearchOptions::fused is on.
 namespace attnkit::seq2seq {
 
 class FusedStep {
