@@ -22,7 +22,7 @@
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/fused_attention.h"
-#include "attnkit/train/trainer.h"
+#include "attnkit/train/step.h"
 
 namespace {
 

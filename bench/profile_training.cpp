@@ -12,7 +12,7 @@
 
 #include "attnkit/core/info.h"
 #include "attnkit/seq2seq/model.h"
-#include "attnkit/train/trainer.h"
+#include "attnkit/train/step.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -16,7 +16,7 @@
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/masked_softmax.h"
-#include "attnkit/train/trainer.h"
+#include "attnkit/train/step.h"
 #include "testing.h"
 
 namespace attnkit {

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace torch::optim {
+class Adam;
+}
+
+// The pieces of one training step around the model's forward and backward: the loss, gradient
+// clipping, the optimizer update and clearing the gradients. The trainer and the training-step
+// profiler (bench/profile_training.cpp) both run them.
+namespace attnkit::train {
+
+// Mean label-smoothed cross-entropy over the non-padding target tokens. logits [B, T, V],
+// target [B, T]. fused: kernels::label_smoothed_cross_entropy; false: the composite reference
+// (log_softmax, gather, mean).
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
+                         bool fused = true);
+
+// Scales all gradients by min(1, max_norm / their global L2 norm), as
+// torch::nn::utils::clip_grad_norm_ does, in place and without its per-parameter dtype round
+// trips; returns the norm before clipping.
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm);
+
+// optimizer.step(), with each float32 CPU parameter updated by kernels::adam_update in one pass.
+// The state (step, exp_avg, exp_avg_sq) is the optimizer's own, so checkpoints save and load as
+// before. Options the kernel does not cover (weight decay, AMSGrad, other dtypes) take
+// optimizer.step() itself.
+void adam_step(torch::optim::Adam& optimizer);
+
+// Drops the gradients instead of zeroing them (PyTorch's zero_grad(set_to_none=True), its default
+// since 2.0; LibTorch 1.13's Optimizer::zero_grad fills zeros). Backward then hands each
+// parameter its gradient instead of adding it to a zero-filled one: two passes over every
+// gradient saved per step. A parameter that gets no gradient is left alone by Adam.
+void clear_gradients(const std::vector<at::Tensor>& parameters);
+
+}  // namespace attnkit::train

@@ -1,0 +1,94 @@
+#include "attnkit/train/step.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+
+#include <cmath>
+
+#include "attnkit/data/vocab.h"
+#include "attnkit/kernels/adam.h"
+#include "attnkit/kernels/loss.h"
+
+namespace attnkit::train {
+
+at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double smoothing,
+                         bool fused) {
+  if (fused) {
+    auto per_token = kernels::label_smoothed_cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                           target.reshape({-1}), smoothing,
+                                                           data::Vocab::kPad);  // [B * T]
+    return per_token.sum() / (target != data::Vocab::kPad).sum().clamp_min(1);
+  }
+  auto log_probs = at::log_softmax(logits, -1);                        // [B, T, V]
+  auto nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1);  // [B, T]
+  auto loss = smoothing > 0 ? (1 - smoothing) * nll - smoothing * log_probs.mean(-1) : nll;
+  auto mask = (target != data::Vocab::kPad).to(loss.scalar_type());
+  return (loss * mask).sum() / mask.sum().clamp_min(1);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  double squares = 0;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    const double n = grads.back().norm().item<double>();
+    squares += n * n;
+  }
+  const double norm = std::sqrt(squares);
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {
+    at::NoGradGuard no_grad;
+    for (auto& g : grads) g.mul_(scale);
+  }
+  return norm;
+}
+
+void adam_step(torch::optim::Adam& optimizer) {
+  auto fusable = [](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() == at::kFloat && t.device().is_cpu() &&
+           t.is_contiguous() && !t.is_sparse();
+  };
+  for (auto& group : optimizer.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    if (o.weight_decay() != 0 || o.amsgrad()) return void(optimizer.step());
+    for (const auto& p : group.params())
+      if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()))) return void(optimizer.step());
+  }
+  at::NoGradGuard no_grad;
+  auto& states = optimizer.state();
+  for (auto& group : optimizer.param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      // The optimizer's own state, keyed and initialised as torch::optim::Adam::step does.
+      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto it = states.find(key);
+      if (it == states.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamParamState>();
+        fresh->step(0);
+        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        it = states.emplace(key, std::move(fresh)).first;
+      }
+      auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
+      TORCH_CHECK(fusable(s.exp_avg()) && fusable(s.exp_avg_sq()),
+                  "adam_step: the optimizer state of a parameter is not a contiguous float tensor");
+      s.step(s.step() + 1);
+      const kernels::AdamUpdate u{static_cast<float>(beta1), static_cast<float>(beta2),
+                                  static_cast<float>(o.eps()),
+                                  static_cast<float>(o.lr() / (1 - std::pow(beta1, s.step()))),
+                                  static_cast<float>(std::sqrt(1 - std::pow(beta2, s.step())))};
+      kernels::adam_update(p.data_ptr<float>(), p.grad().data_ptr<float>(),
+                           s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(),
+                           p.numel(), u);
+    }
+  }
+}
+
+void clear_gradients(const std::vector<at::Tensor>& parameters) {
+  for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+}
+
+}  // namespace attnkit::train
