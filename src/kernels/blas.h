@@ -11,6 +11,9 @@ extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
             const float* beta, float* c, const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+            const double* beta, double* c, const int* ldc);
 void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, const float* a,
             const int* lda, const float* x, const int* incx, const float* beta, float* y,
             const int* incy);
@@ -24,6 +27,13 @@ inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+// The same in double, for kernels that also run in double precision (finite-difference tests).
+inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a,
+                 int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
 
 // Below this many rows, one GEMV per row beats one GEMM: OpenBLAS's GEMM packs all of W whatever
