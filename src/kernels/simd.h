@@ -238,4 +238,51 @@ inline float exp_shift(const float* s, float* p, int n, float m) {
   return sum;
 }
 
+// y[i] += a x[i] for i < n.
+__attribute__((target("avx2,fma"))) inline void axpy_avx2(float a, const float* x, float* y,
+                                                          int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+inline void axpy(float a, const float* x, float* y, int64_t n) {
+  if (have_avx2()) return axpy_avx2(a, x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// dy[i] += a g[i] for i < n, and returns sum_i g[i] x[i]: both halves of the backward pass of
+// one weighted row y = a x, in one pass over g.
+__attribute__((target("avx2,fma"))) inline float dot_axpy_avx2(const float* g, const float* x,
+                                                               float a, float* dy, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 g0 = _mm256_loadu_ps(g + i), g1 = _mm256_loadu_ps(g + i + 8);
+    acc0 = _mm256_fmadd_ps(g0, _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(g1, _mm256_loadu_ps(x + i + 8), acc1);
+    _mm256_storeu_ps(dy + i, _mm256_fmadd_ps(va, g0, _mm256_loadu_ps(dy + i)));
+    _mm256_storeu_ps(dy + i + 8, _mm256_fmadd_ps(va, g1, _mm256_loadu_ps(dy + i + 8)));
+  }
+  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) {
+    sum += g[i] * x[i];
+    dy[i] += a * g[i];
+  }
+  return sum;
+}
+
+inline float dot_axpy(const float* g, const float* x, float a, float* dy, int64_t n) {
+  if (have_avx2()) return dot_axpy_avx2(g, x, a, dy, n);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += g[i] * x[i];
+    dy[i] += a * g[i];
+  }
+  return sum;
+}
+
 }  // namespace attnkit::kernels::simd

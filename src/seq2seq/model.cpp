@@ -6,6 +6,7 @@
 #include <torch/nn/utils/rnn.h>
 
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/attention_decoder.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/gru.h"
 #include "attnkit/kernels/linear.h"
@@ -193,9 +194,42 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   const int64_t E = options.embed_size(), I = weights[0].size(1);
   auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
-  in.gates = at::linear(embedded, weights[0].narrow(1, 0, E), weights[2]).unbind(1);  // T x [B, 3H]
-  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                              // [3H, I - E]
+  in.all_gates = at::linear(embedded, weights[0].narrow(1, 0, E), weights[2]);  // [B, T, 3H]
+  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                         // [3H, I - E]
+  if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);                      // T x [B, 3H]
   return in;
+}
+
+bool DecoderImpl::fuses_sequence() const {
+  const auto& o = options;
+  if (!o.fused_kernels() || o.layers() != 1 || !attention) return false;
+  if (o.weighting() != WeightingKind::Soft) return false;
+  if (o.score() != ScoreKind::Additive && o.score() != ScoreKind::Bahdanau) return false;
+  for (const auto& p : parameters())
+    if (p.scalar_type() != at::kFloat || !p.device().is_cpu()) return false;
+  return true;
+}
+
+std::pair<at::Tensor, at::Tensor> DecoderImpl::forced_sequence(const ForcedInputs& in,
+                                                               const DecoderState& s) {
+  TORCH_CHECK(fuses_sequence(), "Decoder::forced_sequence: this configuration needs forced_step");
+  const auto weights = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh
+  const auto& score = attention->score;
+  kernels::AttentionDecoderInputs k;
+  k.gates = in.all_gates;      // [B, T, 3H]
+  k.h0 = s.hidden[0];          // [B, H]
+  k.w_feed = in.w_rest;        // [3H, H] with input feeding (the only rest with attention)
+  k.w_hh = weights[1];
+  k.b_hh = weights[3];
+  k.w_query = s.query_weight;  // [A, H]
+  k.keys = s.keys;             // [B, S, A]
+  if (score->v) k.v = score->v->weight;
+  k.memory = s.memory;  // [B, S, Hm]
+  k.keep = s.mask;      // [B, 1, S]
+  k.w_combine = combine->weight;
+  k.b_combine = combine->bias;
+  auto out = kernels::attention_decoder(k);
+  return {out.feeds, out.weights};
 }
 
 StepOutput DecoderImpl::forced_step(const ForcedInputs& in, int64_t t, DecoderState& s) {
@@ -270,6 +304,10 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   // ... and the step inputs are all known, so they are embedded and projected at once too.
   const bool forced = project_at_end && options.fused_kernels();
   const ForcedInputs inputs = forced ? decoder->force_inputs(target_in) : ForcedInputs{};
+  if (forced && decoder->fuses_sequence()) {
+    auto [feeds, attention] = decoder->forced_sequence(inputs, state);  // [B, T, H], [B, T, S]
+    return {decoder->project(feeds), attention, {}, {}};
+  }
   std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
   at::Tensor previous;
   for (int64_t t = 0; t < target_in.size(1); ++t) {

@@ -96,8 +96,10 @@ struct StepOutput {
 // columns of the first GRU layer's input projection run once over all steps: one GEMM and one
 // embedding gradient instead of one per step.
 struct ForcedInputs {
-  // Step t's W_ih[:, :E] dropout(embed(token_t)) + b_ih, [B, 3H]. Unbound once, so the backward
-  // stacks T gradients instead of scattering each step's into a zero [B, T, 3H].
+  // W_ih[:, :E] dropout(embed(token_t)) + b_ih for every step: [B, T, 3H].
+  at::Tensor all_gates;
+  // The same unbound into T x [B, 3H] for forced_step, once, so the backward stacks T gradients
+  // instead of scattering each step's into a zero [B, T, 3H]. Empty when forced_sequence runs.
   std::vector<at::Tensor> gates;
   at::Tensor w_rest;  // [3H, I - E]: W_ih's columns for the rest of the input (undefined: none)
 };
@@ -113,6 +115,13 @@ class DecoderImpl : public torch::nn::Module {
   // options.fused_kernels() (the reference torch::nn::GRU takes whole inputs only).
   ForcedInputs force_inputs(const at::Tensor& tokens);  // tokens [B, T]
   StepOutput forced_step(const ForcedInputs& inputs, int64_t t, DecoderState& state);
+  // Whether forced_sequence can run this decoder: fused kernels, one GRU layer, soft additive or
+  // Bahdanau attention, float32 on the CPU.
+  bool fuses_sequence() const;
+  // Every forced step at once, as one autograd node (kernels/attention_decoder.h), from the
+  // state start() returns: the attentional vectors [B, T, H] and attention weights [B, T, S].
+  std::pair<at::Tensor, at::Tensor> forced_sequence(const ForcedInputs& inputs,
+                                                    const DecoderState& state);
   // Attentional vectors [..., H] -> logits [..., V].
   at::Tensor project(const at::Tensor& feed);
   // One GRU step: input [N, I], hidden [layers, N, H] -> new hidden [layers, N, H].

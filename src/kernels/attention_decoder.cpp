@@ -1,0 +1,354 @@
+#include "attnkit/kernels/attention_decoder.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "blas.h"
+#include "gru_rows.h"
+#include "simd.h"
+
+namespace attnkit::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Row-major C[m, n] = A[m, k] op(B) (+ C when accumulate); op(B) = B^T when trans_b.
+template <typename T>
+void mul(const T* a, int64_t lda, const T* b, int64_t ldb, bool trans_b, T* c, int64_t ldc,
+         int64_t m, int64_t n, int64_t k, bool accumulate) {
+  blas::gemm(false, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
+             static_cast<int>(lda), b, static_cast<int>(ldb), T(accumulate ? 1 : 0), c,
+             static_cast<int>(ldc));
+}
+
+// C[m, n] = A[k, m]^T B[k, n]: a weight's gradient summed over k rows (all steps at once).
+template <typename T>
+void mul_at(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t m, int64_t n,
+            int64_t k) {
+  blas::gemm(true, false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
+             static_cast<int>(lda), b, static_cast<int>(ldb), T(0), c, static_cast<int>(n));
+}
+
+template <typename T>
+T tanh_dot(const T* q, const T* k, const T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::tanh_dot(q, k, v, n);
+  } else {
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += v[i] * std::tanh(q[i] + k[i]);
+    return sum;
+  }
+}
+
+template <typename T>
+void tanh_backward(const T* q, const T* k, const T* v, T g, T* dq, T* dk, T* dv, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::tanh_backward(q, k, v, g, dq, dk, dv, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const T t = std::tanh(q[i] + k[i]), d = g * v[i] * (1 - t * t);
+      dq[i] += d;
+      dk[i] += d;
+      dv[i] += g * t;
+    }
+  }
+}
+
+// y += a x
+template <typename T>
+void axpy(T a, const T* x, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::axpy(a, x, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  }
+}
+
+// dy += a g; returns g . x
+template <typename T>
+T dot_axpy(const T* g, const T* x, T a, T* dy, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::dot_axpy(g, x, a, dy, n);
+  } else {
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum += g[i] * x[i];
+      dy[i] += a * g[i];
+    }
+    return sum;
+  }
+}
+
+template <typename T>
+void tanh_inplace(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::tanh_inplace(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+  }
+}
+
+// Sizes of one call, read off the inputs.
+struct Dims {
+  int64_t B, T, H, A, S, Hm;
+  int64_t C() const { return H + Hm; }  // the combine layer's input [h; c]
+};
+
+Dims dims_of(const at::Tensor& gates, const at::Tensor& w_query, const at::Tensor& memory) {
+  return {gates.size(0), gates.size(1), gates.size(2) / 3, w_query.size(0), memory.size(1),
+          memory.size(2)};
+}
+
+// The softmax of one row's scores over its kept positions, in place; false when none is kept
+// (the row is then all zeros).
+template <typename T>
+bool masked_softmax_row(T* w, const bool* keep, int64_t S) {
+  T best = 0;
+  bool any = false;
+  for (int64_t s = 0; s < S; ++s)
+    if (keep[s] && (!any || w[s] > best)) best = w[s], any = true;
+  if (!any) {
+    std::fill(w, w + S, T(0));
+    return false;
+  }
+  T total = 0;
+  for (int64_t s = 0; s < S; ++s) total += (w[s] = keep[s] ? std::exp(w[s] - best) : T(0));
+  for (int64_t s = 0; s < S; ++s) w[s] /= total;
+  return true;
+}
+
+class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
+ public:
+  // w_feed is [3H, 0] without input feeding; keep is [B, S] bool.
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& gates, const at::Tensor& h0,
+                               const at::Tensor& w_feed, const at::Tensor& w_hh,
+                               const at::Tensor& b_hh, const at::Tensor& w_query,
+                               const at::Tensor& keys, const at::Tensor& v,
+                               const at::Tensor& memory, const at::Tensor& keep,
+                               const at::Tensor& w_combine, const at::Tensor& b_combine) {
+    RECORD_FUNCTION("attnkit::attention_decoder", std::vector<c10::IValue>());
+    const Dims d = dims_of(gates, w_query, memory);
+    const int64_t B = d.B, T = d.T, H = d.H, A = d.A, S = d.S, Hm = d.Hm, C = d.C();
+    const bool feeding = w_feed.size(1) > 0;
+    const auto opts = h0.options();
+    // Time-major, so each step's rows are one block and each weight's gradient one product.
+    auto hprev = at::empty({T, B, H}, opts);     // the state entering each step
+    auto hc = at::empty({T, B, C}, opts);        // [h_t; c_t], the combine layer's input
+    auto save = at::empty({T, B, 4 * H}, opts);  // r, z, n, gh_n of each step
+    auto query = at::empty({T, B, A}, opts);     // W_q h_t
+    auto weights = at::empty({T, B, S}, opts);   // a_t
+    auto feed = at::empty({T, B, H}, opts);      // feed_t
+    auto gi = at::empty({B, 3 * H}, opts), gh = at::empty({B, 3 * H}, opts);
+    auto h = h0.clone();  // [B, H]
+    AT_DISPATCH_FLOATING_TYPES(h0.scalar_type(), "attention_decoder", [&] {
+      using F = scalar_t;
+      const F *X = gates.data_ptr<F>(), *Wf = w_feed.data_ptr<F>(), *Whh = w_hh.data_ptr<F>(),
+              *Bhh = b_hh.data_ptr<F>(), *Wq = w_query.data_ptr<F>(), *K = keys.data_ptr<F>(),
+              *Vv = v.data_ptr<F>(), *M = memory.data_ptr<F>(), *Wc = w_combine.data_ptr<F>(),
+              *Bc = b_combine.data_ptr<F>();
+      const bool* keep_rows = keep.data_ptr<bool>();
+      F *Hp = hprev.data_ptr<F>(), *HC = hc.data_ptr<F>(), *Sv = save.data_ptr<F>(),
+        *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(), *Fd = feed.data_ptr<F>(),
+        *Gi = gi.data_ptr<F>(), *Gh = gh.data_ptr<F>(), *Hs = h.data_ptr<F>();
+      for (int64_t t = 0; t < T; ++t) {
+        F *hp = Hp + t * B * H, *hc_t = HC + t * B * C, *q = Q + t * B * A, *w = W + t * B * S,
+          *f = Fd + t * B * H;
+        std::copy(Hs, Hs + B * H, hp);
+        for (int64_t b = 0; b < B; ++b) {
+          std::copy(X + (b * T + t) * 3 * H, X + (b * T + t + 1) * 3 * H, Gi + b * 3 * H);
+          std::copy(Bhh, Bhh + 3 * H, Gh + b * 3 * H);
+        }
+        if (feeding && t > 0) mul(Fd + (t - 1) * B * H, H, Wf, H, true, Gi, 3 * H, B, 3 * H, H, true);
+        mul(hp, H, Whh, H, true, Gh, 3 * H, B, 3 * H, H, true);  // [B, 3H]
+        for (int64_t b = 0; b < B; ++b) {
+          gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
+                             Sv + (t * B + b) * 4 * H, H);
+          std::copy(Hs + b * H, Hs + (b + 1) * H, hc_t + b * C);
+        }
+        mul(Hs, H, Wq, H, true, q, A, B, A, H, false);  // [B, A]
+        for (int64_t b = 0; b < B; ++b) {
+          F *wb = w + b * S, *ctx_b = hc_t + b * C + H;
+          const bool* kb = keep_rows + b * S;
+          for (int64_t s = 0; s < S; ++s)
+            wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (b * S + s) * A, Vv, A) : F(0);
+          std::fill(ctx_b, ctx_b + Hm, F(0));
+          if (!masked_softmax_row(wb, kb, S)) continue;
+          for (int64_t s = 0; s < S; ++s)
+            if (wb[s] != F(0)) axpy<F>(wb[s], M + (b * S + s) * Hm, ctx_b, Hm);
+        }
+        for (int64_t b = 0; b < B; ++b) std::copy(Bc, Bc + H, f + b * H);
+        mul(hc_t, C, Wc, C, true, f, H, B, H, C, true);  // [B, H]
+        tanh_inplace<F>(f, B * H);
+      }
+    });
+    ctx->save_for_backward(
+        {gates, w_feed, w_hh, w_query, keys, v, memory, w_combine, hprev, hc, save, query,
+         weights, feed});
+    return {feed.permute({1, 0, 2}).contiguous(), weights.permute({1, 0, 2}).contiguous()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &gates = saved[0], &w_feed = saved[1], &w_hh = saved[2], &w_query = saved[3],
+               &keys = saved[4], &v = saved[5], &memory = saved[6], &w_combine = saved[7],
+               &hprev = saved[8], &hc = saved[9], &save = saved[10], &query = saved[11],
+               &weights = saved[12], &feed = saved[13];
+    const Dims d = dims_of(gates, w_query, memory);
+    const int64_t B = d.B, T = d.T, H = d.H, A = d.A, S = d.S, Hm = d.Hm, C = d.C();
+    const bool feeding = w_feed.size(1) > 0;
+    const auto opts = hprev.options();
+    // Gradients arriving for the outputs, time-major like the saved buffers.
+    const auto dfeeds = grads[0].defined() ? grads[0].permute({1, 0, 2}).contiguous()
+                                           : at::zeros({T, B, H}, opts);
+    const auto dweights =
+        grads[1].defined() ? grads[1].permute({1, 0, 2}).contiguous() : at::Tensor();
+    auto dpre = at::empty({T, B, H}, opts);     // through the combine layer's tanh
+    auto dq = at::zeros({T, B, A}, opts);       // into W_q h_t
+    auto dgi = at::empty({T, B, 3 * H}, opts);  // into the input projection
+    auto dgh = at::empty({T, B, 3 * H}, opts);  // into the recurrent projection
+    auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory), dv = at::zeros_like(v);
+    auto dh = at::zeros({B, H}, opts);           // dL/dh_t, carried back through time
+    auto dfeed_next = at::zeros({B, H}, opts);   // dL/dfeed_t through step t + 1's input
+    auto dhc = at::empty({B, C}, opts);
+    AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_backward", [&] {
+      using F = scalar_t;
+      const F *Wf = w_feed.data_ptr<F>(), *Whh = w_hh.data_ptr<F>(), *Wq = w_query.data_ptr<F>(),
+              *K = keys.data_ptr<F>(), *Vv = v.data_ptr<F>(), *M = memory.data_ptr<F>(),
+              *Wc = w_combine.data_ptr<F>(), *Hp = hprev.data_ptr<F>(), *Sv = save.data_ptr<F>(),
+              *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(), *Fd = feed.data_ptr<F>(),
+              *dF = dfeeds.data_ptr<F>();
+      const F* dW = dweights.defined() ? dweights.data_ptr<F>() : nullptr;
+      F *dP = dpre.data_ptr<F>(), *dQ = dq.data_ptr<F>(), *dGi = dgi.data_ptr<F>(),
+        *dGh = dgh.data_ptr<F>(), *dK = dkeys.data_ptr<F>(), *dM = dmemory.data_ptr<F>(),
+        *dV = dv.data_ptr<F>(), *dH = dh.data_ptr<F>(), *dFn = dfeed_next.data_ptr<F>(),
+        *dHC = dhc.data_ptr<F>();
+      std::vector<F> da(S);
+      for (int64_t t = T - 1; t >= 0; --t) {
+        const F *f = Fd + t * B * H, *w = W + t * B * S, *q = Q + t * B * A;
+        F *dp = dP + t * B * H, *dq_t = dQ + t * B * A;
+        for (int64_t i = 0; i < B * H; ++i)
+          dp[i] = (dF[t * B * H + i] + dFn[i]) * (F(1) - f[i] * f[i]);
+        mul(dp, H, Wc, C, false, dHC, C, B, C, H, false);  // d[h_t; c_t] [B, C]
+        for (int64_t b = 0; b < B; ++b) {
+          for (int64_t j = 0; j < H; ++j) dH[b * H + j] += dHC[b * C + j];
+          // Context, then softmax, then score, for row b.
+          const F *wb = w + b * S, *dc = dHC + b * C + H;
+          F dot = 0;
+          for (int64_t s = 0; s < S; ++s) {
+            da[s] = dW ? dW[(t * B + b) * S + s] : F(0);
+            if (wb[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
+            da[s] += dot_axpy<F>(dc, M + (b * S + s) * Hm, wb[s], dM + (b * S + s) * Hm, Hm);
+            dot += wb[s] * da[s];
+          }
+          for (int64_t s = 0; s < S; ++s) {
+            const F de = wb[s] * (da[s] - dot);
+            if (de == F(0)) continue;
+            tanh_backward<F>(q + b * A, K + (b * S + s) * A, Vv, de, dq_t + b * A,
+                             dK + (b * S + s) * A, dV, A);
+          }
+        }
+        mul(dq_t, A, Wq, H, false, dH, H, B, H, A, true);  // += dq W_q
+        for (int64_t b = 0; b < B; ++b)  // dH becomes the part of dL/dh_{t-1} outside W_hh
+          gru_rows::gates_backward_row<F>(Sv + (t * B + b) * 4 * H, Hp + (t * B + b) * H,
+                                          dH + b * H, dGi + (t * B + b) * 3 * H,
+                                          dGh + (t * B + b) * 3 * H, dH + b * H, H);
+        mul(dGh + t * B * 3 * H, 3 * H, Whh, H, false, dH, H, B, H, 3 * H, true);
+        if (feeding && t > 0)
+          mul(dGi + t * B * 3 * H, 3 * H, Wf, H, false, dFn, H, B, H, 3 * H, false);
+      }
+    });
+    // Every weight's gradient: one product over all T * B rows.
+    const int64_t R = T * B;
+    auto dw_hh = at::empty_like(w_hh), dw_query = at::empty_like(w_query),
+         dw_combine = at::empty_like(w_combine);
+    auto dw_feed = feeding ? at::zeros_like(w_feed) : at::Tensor();
+    AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_weights", [&] {
+      using F = scalar_t;
+      mul_at<F>(dgh.data_ptr<F>(), 3 * H, hprev.data_ptr<F>(), H, dw_hh.data_ptr<F>(), 3 * H, H, R);
+      mul_at<F>(dq.data_ptr<F>(), A, hc.data_ptr<F>(), C, dw_query.data_ptr<F>(), A, H, R);
+      mul_at<F>(dpre.data_ptr<F>(), H, hc.data_ptr<F>(), C, dw_combine.data_ptr<F>(), H, C, R);
+      // Step t's input feeding multiplies feed_{t-1}: steps 1 .. T-1 against feeds 0 .. T-2.
+      if (feeding && T > 1)
+        mul_at<F>(dgi.data_ptr<F>() + B * 3 * H, 3 * H, feed.data_ptr<F>(), H,
+                  dw_feed.data_ptr<F>(), 3 * H, H, R - B);
+    });
+    return {dgi.permute({1, 0, 2}).contiguous(),
+            dh,
+            dw_feed,
+            dw_hh,
+            dgh.view({R, 3 * H}).sum(0),
+            dw_query,
+            dkeys,
+            dv,
+            dmemory,
+            at::Tensor(),
+            dw_combine,
+            dpre.view({R, H}).sum(0)};
+  }
+};
+
+}  // namespace
+
+AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
+  TORCH_CHECK(in.gates.dim() == 3 && in.gates.size(2) % 3 == 0,
+              "attention_decoder: gates must be [B, T, 3H], got ", in.gates.sizes());
+  const int64_t B = in.gates.size(0), H = in.gates.size(2) / 3;
+  TORCH_CHECK(in.h0.dim() == 2 && in.h0.size(0) == B && in.h0.size(1) == H,
+              "attention_decoder: h0 must be [B, H] = [", B, ", ", H, "], got ", in.h0.sizes());
+  TORCH_CHECK(in.memory.dim() == 3 && in.memory.size(0) == B,
+              "attention_decoder: memory must be [B, S, Hm] with B = ", B, ", got ",
+              in.memory.sizes());
+  const int64_t S = in.memory.size(1), Hm = in.memory.size(2);
+  TORCH_CHECK(in.w_query.dim() == 2 && in.w_query.size(1) == H,
+              "attention_decoder: w_query must be [A, H] with H = ", H, ", got ",
+              in.w_query.sizes());
+  const int64_t A = in.w_query.size(0);
+  TORCH_CHECK(in.keys.dim() == 3 && in.keys.size(0) == B && in.keys.size(1) == S &&
+                  in.keys.size(2) == A,
+              "attention_decoder: keys must be [B, S, A] = [", B, ", ", S, ", ", A, "], got ",
+              in.keys.sizes());
+  auto expect = [&](const at::Tensor& t, std::vector<int64_t> shape, const char* name) {
+    TORCH_CHECK(t.sizes() == at::IntArrayRef(shape), "attention_decoder: ", name, " must be ",
+                at::IntArrayRef(shape), ", got ", t.sizes());
+  };
+  expect(in.w_hh, {3 * H, H}, "w_hh");
+  expect(in.b_hh, {3 * H}, "b_hh");
+  expect(in.w_combine, {H, H + Hm}, "w_combine");
+  expect(in.b_combine, {H}, "b_combine");
+  if (in.w_feed.defined()) expect(in.w_feed, {3 * H, H}, "w_feed");
+  if (in.v.defined()) TORCH_CHECK(in.v.numel() == A, "attention_decoder: v must have A = ", A,
+                                  " elements, got ", in.v.sizes());
+  const auto type = in.h0.scalar_type();
+  TORCH_CHECK(type == at::kFloat || type == at::kDouble,
+              "attention_decoder: float32 or float64 only, got ", type);
+  for (const auto* t : {&in.gates, &in.w_hh, &in.b_hh, &in.w_query, &in.keys, &in.memory,
+                        &in.w_combine, &in.b_combine})
+    TORCH_CHECK(t->scalar_type() == type && t->device().is_cpu(),
+                "attention_decoder: every input must be a CPU tensor of h0's type (", type, ")");
+  auto contiguous = [&](const at::Tensor& t) { return t.to(type).contiguous(); };
+  const auto w_feed = in.w_feed.defined() ? contiguous(in.w_feed) : at::empty({3 * H, 0}, in.h0.options());
+  const auto v = in.v.defined() ? contiguous(in.v.reshape({-1})) : at::ones({A}, in.h0.options());
+  at::Tensor keep = at::ones({B, S}, in.h0.options().dtype(at::kBool));
+  if (in.keep.defined()) {  // a padding mask [B, 1, S] as attnkit::padding_mask makes, or [B, S]
+    auto k = in.keep.dim() == 3 && in.keep.size(1) == 1 ? in.keep.select(1, 0) : in.keep;
+    TORCH_CHECK(k.dim() <= 2, "attention_decoder: keep must broadcast to [B, S] = [", B, ", ", S,
+                "], got ", in.keep.sizes());
+    keep = k.to(at::kBool).expand({B, S}).contiguous();
+  }
+  if (in.gates.size(1) == 0)
+    return {at::zeros({B, 0, H}, in.h0.options()), at::zeros({B, 0, S}, in.h0.options())};
+  auto out = AttentionDecoder::apply(contiguous(in.gates), contiguous(in.h0), w_feed,
+                                     contiguous(in.w_hh), contiguous(in.b_hh),
+                                     contiguous(in.w_query), contiguous(in.keys), v,
+                                     contiguous(in.memory), keep, contiguous(in.w_combine),
+                                     contiguous(in.b_combine));
+  return {out[0], out[1]};
+}
+
+}  // namespace attnkit::kernels

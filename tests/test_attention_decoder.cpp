@@ -1,0 +1,153 @@
+// The whole-sequence training decoder (kernels/attention_decoder.h) against the step-by-step
+// reference decoder and against finite differences.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "attnkit/kernels/attention_decoder.h"
+#include "attnkit/seq2seq/model.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using testing::close;
+using testing::gradcheck;
+
+struct Case {
+  ScoreKind score;
+  bool input_feeding;
+};
+
+// The same model twice, one on the reference modules (torch::nn::GRU and the per-step decoder),
+// one on the fused kernels, where teacher forcing runs the decoder as one node: logits, attention
+// weights and every parameter's gradient must agree.
+TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
+  for (auto c : {Case{ScoreKind::Bahdanau, true}, Case{ScoreKind::Additive, true},
+                 Case{ScoreKind::Bahdanau, false}}) {
+    auto options = seq2seq::Seq2SeqOptions(11, 13)
+                       .embed_size(6)
+                       .hidden_size(8)
+                       .score(c.score)
+                       .input_feeding(c.input_feeding)
+                       .dropout(0.0);  // the two paths draw dropout masks in different orders
+    at::manual_seed(21);
+    seq2seq::Seq2Seq reference(options.fused_kernels(false));
+    seq2seq::Seq2Seq fused(options.fused_kernels(true));
+    ASSERT_TRUE(fused->decoder->fuses_sequence());
+    ASSERT_FALSE(reference->decoder->fuses_sequence());
+    {
+      at::NoGradGuard no_grad;
+      auto from = reference->named_parameters();
+      for (auto& p : fused->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    auto source = at::randint(1, 11, {3, 5}, at::kLong),
+         target = at::randint(1, 13, {3, 4}, at::kLong);
+    auto lengths = at::tensor({3, 5, 1}, at::kLong);  // padded rows: masked attention positions
+    auto expected = reference->forward(source, lengths, target);
+    auto actual = fused->forward(source, lengths, target);
+    const std::string name = to_string(c.score) + (c.input_feeding ? " with" : " without") +
+                             " input feeding";
+    EXPECT_TRUE(close(actual.logits, expected.logits)) << name;
+    EXPECT_TRUE(close(actual.attention, expected.attention)) << name;
+    EXPECT_TRUE(close(actual.attention.select(2, 1).select(0, 2), at::zeros({4}), 0, 0))
+        << "a one-token source attends to nothing past it";
+    auto g = at::randn_like(expected.logits), ga = at::randn_like(expected.attention);
+    ((expected.logits * g).sum() + (expected.attention * ga).sum()).backward();
+    ((actual.logits * g).sum() + (actual.attention * ga).sum()).backward();
+    auto ref_params = reference->named_parameters();
+    for (auto& p : fused->named_parameters()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key() << ", " << name;
+      EXPECT_TRUE(close(p.value().grad(), ref_params[p.key()].grad(), 1e-5, 1e-4))
+          << p.key() << ", " << name;
+    }
+  }
+}
+
+struct Inputs {
+  kernels::AttentionDecoderInputs in;
+  std::vector<at::Tensor> differentiable;
+};
+
+Inputs random_inputs(bool bahdanau, bool feeding, at::ScalarType type) {
+  const int64_t B = 3, T = 4, H = 3, A = 5, S = 4, Hm = 2;
+  auto make = [&](std::vector<int64_t> shape, double scale = 1.0) {
+    return (at::randn(shape, at::kDouble) * scale).to(type).requires_grad_();
+  };
+  Inputs r;
+  auto& in = r.in;
+  in.gates = make({B, T, 3 * H});
+  in.h0 = make({B, H});
+  if (feeding) in.w_feed = make({3 * H, H}, 0.5);
+  in.w_hh = make({3 * H, H}, 0.5);
+  in.b_hh = make({3 * H});
+  in.w_query = make({A, H}, 0.5);
+  in.keys = make({B, S, A});
+  if (bahdanau) in.v = make({A});
+  in.memory = make({B, S, Hm});
+  // Row 1 attends to its first two positions only, row 2 to nothing: zero weights and context.
+  in.keep = at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, at::kLong).to(at::kBool).view({B, 1, S});
+  in.w_combine = make({H, H + Hm}, 0.5);
+  in.b_combine = make({H});
+  for (auto* t : {&in.gates, &in.h0, &in.w_feed, &in.w_hh, &in.b_hh, &in.w_query, &in.keys, &in.v,
+                  &in.memory, &in.w_combine, &in.b_combine})
+    if (t->defined()) r.differentiable.push_back(*t);
+  return r;
+}
+
+TEST(AttentionDecoder, GradientsMatchFiniteDifferences) {
+  for (bool bahdanau : {true, false})
+    for (bool feeding : {true, false}) {
+      at::manual_seed(22);
+      auto r = random_inputs(bahdanau, feeding, at::kDouble);
+      auto loss = [&] {
+        auto out = kernels::attention_decoder(r.in);
+        return testing::projection_loss(out.feeds, out.weights, 23);
+      };
+      EXPECT_TRUE(gradcheck(loss, r.differentiable))
+          << (bahdanau ? "bahdanau" : "additive") << (feeding ? " with" : " without")
+          << " input feeding";
+    }
+}
+
+TEST(AttentionDecoder, FullyMaskedRowHasZeroWeightsAndNoNaN) {
+  at::manual_seed(24);
+  auto r = random_inputs(true, true, at::kFloat);
+  auto out = kernels::attention_decoder(r.in);
+  EXPECT_TRUE(close(out.weights[2], at::zeros({4, 4}), 0, 0));
+  EXPECT_TRUE(close(out.weights[1].sum(-1), at::ones({4}), 1e-6, 0)) << "weights sum to 1";
+  EXPECT_TRUE(close(out.weights[1].narrow(1, 2, 2), at::zeros({4, 2}), 0, 0));
+  testing::projection_loss(out.feeds, out.weights, 25).backward();
+  for (const auto& t : r.differentiable) EXPECT_TRUE(t.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(close(r.in.memory.grad()[2], at::zeros({4, 2}), 0, 0)) << "nothing attended";
+  EXPECT_TRUE(close(r.in.keys.grad()[1].narrow(0, 2, 2), at::zeros({2, 5}), 0, 0));
+}
+
+TEST(AttentionDecoder, FloatAgreesWithDouble) {
+  at::manual_seed(26);
+  auto r = random_inputs(true, true, at::kDouble);
+  auto expected = kernels::attention_decoder(r.in);
+  auto f = r.in;
+  for (auto* t : {&f.gates, &f.h0, &f.w_feed, &f.w_hh, &f.b_hh, &f.w_query, &f.keys, &f.v,
+                  &f.memory, &f.w_combine, &f.b_combine})
+    *t = t->detach().to(at::kFloat);
+  auto actual = kernels::attention_decoder(f);
+  EXPECT_TRUE(close(actual.feeds.to(at::kDouble), expected.feeds, 1e-5, 1e-5));
+  EXPECT_TRUE(close(actual.weights.to(at::kDouble), expected.weights, 1e-5, 1e-5));
+}
+
+TEST(AttentionDecoder, RejectsMismatchedShapesWithTheExpectedShape) {
+  auto r = random_inputs(true, true, at::kFloat);
+  r.in.w_combine = at::zeros({3, 4});
+  try {
+    kernels::attention_decoder(r.in);
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w_combine must be [3, 5]"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
