@@ -7,6 +7,9 @@
 //   SDPA/fwd, SDPA/fwdbwd                scaled-dot self-attention, [B*H = 16, T = 512, d = 64]
 //   Multihead/fwd                        MultiheadAttention(512, 8 heads), B = 2, T = 512
 //   Loss/<fused|composite>/fwdbwd        label-smoothed cross-entropy, [768, 2782] logits
+//   Decoder/<sequence|steps>/fwdbwd      the training decoder, B = 64, S = T = 12, GRU 256,
+//                                        Bahdanau attention, input feeding: as one node
+//                                        (kernels/attention_decoder.h) or step by step
 //
 // Threads: --threads=N (default 1), the same value the Python side uses.
 
@@ -21,7 +24,9 @@
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
+#include "attnkit/attention/mask.h"
 #include "attnkit/kernels/fused_attention.h"
+#include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
 
 namespace {
@@ -103,6 +108,37 @@ void loss_case(benchmark::State& state, bool fused) {
   }
 }
 
+// The benchmark model's decoder under teacher forcing, forward and backward up to the
+// attentional vectors (the output layer and loss are the same either way).
+void decoder_case(benchmark::State& state, bool sequence) {
+  at::manual_seed(0);
+  const int64_t B = 64, S = 12, T = 12;
+  seq2seq::Decoder decoder(seq2seq::Seq2SeqOptions(4690, 2782));
+  auto lengths = at::randint(4, S + 1, {B}, at::kLong);
+  seq2seq::EncoderOutput encoded{at::randn({B, S, 512}).requires_grad_(),
+                                 padding_mask(lengths, S),
+                                 at::randn({1, B, 256}).requires_grad_(), at::Tensor()};
+  auto tokens = at::randint(4, 2782, {B, T}, at::kLong);
+  for (auto _ : state) {
+    auto s = decoder->start(encoded);
+    auto in = decoder->force_inputs(tokens);
+    at::Tensor feeds;  // [B, T, H]
+    if (sequence) {
+      feeds = decoder->forced_sequence(in, s).first;
+    } else {
+      in.gates = in.all_gates.unbind(1);
+      std::vector<at::Tensor> steps;
+      for (int64_t t = 0; t < T; ++t) steps.push_back(decoder->forced_step(in, t, s).feed);
+      feeds = at::cat(steps, 1);
+    }
+    feeds.sum().backward();
+    benchmark::DoNotOptimize(encoded.memory.grad().data_ptr());
+    train::clear_gradients(decoder->parameters());
+    encoded.memory.mutable_grad() = at::Tensor();
+    encoded.state.mutable_grad() = at::Tensor();
+  }
+}
+
 // The machine's matrix-multiply throughput, measured in the same run as the kernels.
 void sgemm_case(benchmark::State& state) {
   const int64_t size = 1024;
@@ -135,6 +171,10 @@ void register_all() {
   for (bool fused : {false, true})
     benchmark::RegisterBenchmark(fused ? "Loss/fused/fwdbwd" : "Loss/composite/fwdbwd", loss_case,
                                  fused)
+        ->Unit(benchmark::kMillisecond);
+  for (bool sequence : {true, false})
+    benchmark::RegisterBenchmark(sequence ? "Decoder/sequence/fwdbwd" : "Decoder/steps/fwdbwd",
+                                 decoder_case, sequence)
         ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
 }

@@ -28,10 +28,14 @@ int main(int argc, char** argv) {
   auto step = [&] {
     auto lengths = at::randint(4, S + 1, {B}, at::kLong);
     auto source = at::randint(4, V_src, {B, S}, at::kLong);
+    // Targets of 4 .. T tokens padded to T, as batches sorted by source length have them.
     auto target = at::randint(4, V_tgt, {B, T + 1}, at::kLong);
+    auto target_lengths = at::randint(4, T + 1, {B, 1}, at::kLong);
+    target.masked_fill_(at::arange(T + 1, at::kLong).unsqueeze(0) > target_lengths, 0);
+    const auto target_out = target.narrow(1, 1, T), real = target_out != 0;
     attnkit::train::clear_gradients(model->parameters());
-    auto out = model->forward(source, lengths, target.narrow(1, 0, T));
-    auto loss = attnkit::train::sequence_loss(out.logits, target.narrow(1, 1, T), 0.1);
+    auto out = model->forward(source, lengths, target.narrow(1, 0, T), 1.0, real);
+    auto loss = attnkit::train::sequence_loss(out.logits, target_out.masked_select(real), 0.1);
     loss.backward();
     attnkit::train::clip_grad_norm(model->parameters(), 1.0);
     attnkit::train::adam_step(optimizer);

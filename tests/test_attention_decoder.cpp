@@ -65,6 +65,42 @@ TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
   }
 }
 
+// Asking Seq2Seq::forward for the real tokens' logits only (as training does) gives those rows
+// of the full logits and the same parameter gradients, on the fused sequence path, where the
+// decoder stops each row early, and on the reference path.
+TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
+  for (bool fused : {true, false}) {
+    at::manual_seed(29);
+    seq2seq::Seq2Seq model(seq2seq::Seq2SeqOptions(11, 13)
+                               .embed_size(6)
+                               .hidden_size(8)
+                               .dropout(0.0)
+                               .fused_kernels(fused));
+    ASSERT_EQ(model->decoder->fuses_sequence(), fused);
+    auto source = at::randint(1, 11, {3, 5}, at::kLong);
+    auto lengths = at::tensor({5, 2, 4}, at::kLong);
+    auto target = at::randint(1, 13, {3, 4}, at::kLong);
+    target.index_put_({1, at::indexing::Slice(1)}, 0);  // row 1: one real token
+    target.index_put_({2, 3}, 0);
+    const auto real = target != 0;
+    auto full = model->forward(source, lengths, target).logits;  // [3, 4, 13]
+    const auto expected = full.reshape({-1, 13}).index_select(0, real.reshape(-1).nonzero().squeeze(1));
+    auto g = at::randn_like(expected);
+    auto expected_grads = torch::autograd::grad({(expected * g).sum()}, model->parameters(), {},
+                                                false, false, /*allow_unused=*/true);
+    auto actual = model->forward(source, lengths, target, 1.0, real).logits;  // [N, 13]
+    ASSERT_EQ(actual.size(0), real.sum().item<int64_t>());
+    EXPECT_TRUE(close(actual, expected)) << (fused ? "fused" : "reference");
+    auto actual_grads = torch::autograd::grad({(actual * g).sum()}, model->parameters(), {},
+                                              false, false, /*allow_unused=*/true);
+    for (size_t i = 0; i < actual_grads.size(); ++i) {
+      if (!expected_grads[i].defined()) continue;  // e.g. the encoder bridge's unused rows
+      EXPECT_TRUE(close(actual_grads[i], expected_grads[i], 1e-6, 1e-5))
+          << "parameter " << i << (fused ? ", fused" : ", reference");
+    }
+  }
+}
+
 struct Inputs {
   kernels::AttentionDecoderInputs in;
   std::vector<at::Tensor> differentiable;
@@ -98,17 +134,44 @@ Inputs random_inputs(bool bahdanau, bool feeding, at::ScalarType type) {
 
 TEST(AttentionDecoder, GradientsMatchFiniteDifferences) {
   for (bool bahdanau : {true, false})
-    for (bool feeding : {true, false}) {
-      at::manual_seed(22);
-      auto r = random_inputs(bahdanau, feeding, at::kDouble);
-      auto loss = [&] {
-        auto out = kernels::attention_decoder(r.in);
-        return testing::projection_loss(out.feeds, out.weights, 23);
-      };
-      EXPECT_TRUE(gradcheck(loss, r.differentiable))
-          << (bahdanau ? "bahdanau" : "additive") << (feeding ? " with" : " without")
-          << " input feeding";
-    }
+    for (bool feeding : {true, false})
+      for (bool lengths : {false, true}) {
+        at::manual_seed(22);
+        auto r = random_inputs(bahdanau, feeding, at::kDouble);
+        // Unsorted, and a row that runs no step at all.
+        if (lengths) r.in.lengths = at::tensor({2, 4, 0}, at::kLong);
+        auto loss = [&] {
+          auto out = kernels::attention_decoder(r.in);
+          return testing::projection_loss(out.feeds, out.weights, 23);
+        };
+        EXPECT_TRUE(gradcheck(loss, r.differentiable))
+            << (bahdanau ? "bahdanau" : "additive") << (feeding ? " with" : " without")
+            << " input feeding" << (lengths ? ", lengths 2, 4, 0" : "");
+      }
+}
+
+// Steps past a row's length are skipped, not just hidden: the outputs there are zero, and
+// everything else (outputs, and every gradient of a loss that ignores those steps) equals the
+// full run's.
+TEST(AttentionDecoder, LengthsSkipStepsWithoutChangingTheRest) {
+  at::manual_seed(27);
+  auto r = random_inputs(true, true, at::kDouble);
+  const auto lengths = at::tensor({3, 1, 4}, at::kLong);
+  auto ran = (at::arange(4, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kDouble);
+  auto full = kernels::attention_decoder(r.in);
+  auto loss = [&](const kernels::AttentionDecoderOutputs& out) {
+    return testing::projection_loss(out.feeds * ran.unsqueeze(2), out.weights * ran.unsqueeze(2),
+                                    28);
+  };
+  auto expected = torch::autograd::grad({loss(full)}, r.differentiable);
+  r.in.lengths = lengths;
+  auto skipped = kernels::attention_decoder(r.in);
+  EXPECT_TRUE(close(skipped.feeds, full.feeds * ran.unsqueeze(2), 1e-12, 0));
+  EXPECT_TRUE(close(skipped.weights, full.weights * ran.unsqueeze(2), 1e-12, 0));
+  EXPECT_TRUE(close(skipped.feeds[1].narrow(0, 1, 3), at::zeros({3, 3}, at::kDouble), 0, 0));
+  auto actual = torch::autograd::grad({loss(skipped)}, r.differentiable);
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_TRUE(close(actual[i], expected[i], 1e-12, 1e-10)) << "input " << i;
 }
 
 TEST(AttentionDecoder, FullyMaskedRowHasZeroWeightsAndNoNaN) {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "blas.h"
 #include "gru_rows.h"
@@ -123,29 +125,53 @@ bool masked_softmax_row(T* w, const bool* keep, int64_t S) {
   return true;
 }
 
+// Which rows run which step. Rows are sorted by length, longest first, so the rows still running
+// at step t are the first rows[t], and step t's rows are stored from offset[t] on in the packed
+// buffers ([N, ...], N = sum of the lengths), as a PackedSequence stores them: every weight's
+// gradient is then one product over exactly the N steps that ran, padding excluded.
+struct Schedule {
+  std::vector<int64_t> rows, offset;
+  int64_t total = 0;
+  Schedule(const std::vector<int64_t>& lengths, int64_t T) : rows(T), offset(T) {
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t r = 0;
+      while (r < static_cast<int64_t>(lengths.size()) && lengths[r] > t) ++r;
+      rows[t] = r;
+      offset[t] = total;
+      total += r;
+    }
+  }
+};
+
 class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
  public:
-  // w_feed is [3H, 0] without input feeding; keep is [B, S] bool.
+  // w_feed is [3H, 0] without input feeding; keep is [B, S] bool. order lists the rows longest
+  // first (position i is row order[i]) and lengths[i] is the steps row order[i] runs.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& gates, const at::Tensor& h0,
                                const at::Tensor& w_feed, const at::Tensor& w_hh,
                                const at::Tensor& b_hh, const at::Tensor& w_query,
                                const at::Tensor& keys, const at::Tensor& v,
                                const at::Tensor& memory, const at::Tensor& keep,
-                               const at::Tensor& w_combine, const at::Tensor& b_combine) {
+                               const at::Tensor& w_combine, const at::Tensor& b_combine,
+                               std::vector<int64_t> order, std::vector<int64_t> lengths) {
     RECORD_FUNCTION("attnkit::attention_decoder", std::vector<c10::IValue>());
     const Dims d = dims_of(gates, w_query, memory);
     const int64_t B = d.B, T = d.T, H = d.H, A = d.A, S = d.S, Hm = d.Hm, C = d.C();
     const bool feeding = w_feed.size(1) > 0;
+    const Schedule plan(lengths, T);
+    const int64_t N = plan.total;
     const auto opts = h0.options();
-    // Time-major, so each step's rows are one block and each weight's gradient one product.
-    auto hprev = at::empty({T, B, H}, opts);     // the state entering each step
-    auto hc = at::empty({T, B, C}, opts);        // [h_t; c_t], the combine layer's input
-    auto save = at::empty({T, B, 4 * H}, opts);  // r, z, n, gh_n of each step
-    auto query = at::empty({T, B, A}, opts);     // W_q h_t
-    auto weights = at::empty({T, B, S}, opts);   // a_t
-    auto feed = at::empty({T, B, H}, opts);      // feed_t
+    auto hprev = at::empty({N, H}, opts);      // the state entering each step
+    auto fprev = at::empty({N, H}, opts);      // the feed entering each step (0 at t = 0)
+    auto hc = at::empty({N, C}, opts);         // [h_t; c_t], the combine layer's input
+    auto save = at::empty({N, 4 * H}, opts);   // r, z, n, gh_n of each step
+    auto query = at::empty({N, A}, opts);      // W_q h_t
+    auto weights = at::empty({N, S}, opts);    // a_t
+    auto feed = at::empty({N, H}, opts);       // feed_t
+    auto feeds = at::zeros({B, T, H}, opts);   // the outputs, zero past each row's length
+    auto weights_out = at::zeros({B, T, S}, opts);
     auto gi = at::empty({B, 3 * H}, opts), gh = at::empty({B, 3 * H}, opts);
-    auto h = h0.clone();  // [B, H]
+    auto h = h0.index_select(0, at::tensor(order, at::kLong));  // [B, H], sorted rows
     AT_DISPATCH_FLOATING_TYPES(h0.scalar_type(), "attention_decoder", [&] {
       using F = scalar_t;
       const F *X = gates.data_ptr<F>(), *Wf = w_feed.data_ptr<F>(), *Whh = w_hh.data_ptr<F>(),
@@ -153,68 +179,85 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
               *Vv = v.data_ptr<F>(), *M = memory.data_ptr<F>(), *Wc = w_combine.data_ptr<F>(),
               *Bc = b_combine.data_ptr<F>();
       const bool* keep_rows = keep.data_ptr<bool>();
-      F *Hp = hprev.data_ptr<F>(), *HC = hc.data_ptr<F>(), *Sv = save.data_ptr<F>(),
-        *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(), *Fd = feed.data_ptr<F>(),
+      F *Hp = hprev.data_ptr<F>(), *Fp = fprev.data_ptr<F>(), *HC = hc.data_ptr<F>(),
+        *Sv = save.data_ptr<F>(), *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(),
+        *Fd = feed.data_ptr<F>(), *Out = feeds.data_ptr<F>(), *WOut = weights_out.data_ptr<F>(),
         *Gi = gi.data_ptr<F>(), *Gh = gh.data_ptr<F>(), *Hs = h.data_ptr<F>();
       for (int64_t t = 0; t < T; ++t) {
-        F *hp = Hp + t * B * H, *hc_t = HC + t * B * C, *q = Q + t * B * A, *w = W + t * B * S,
-          *f = Fd + t * B * H;
-        std::copy(Hs, Hs + B * H, hp);
-        for (int64_t b = 0; b < B; ++b) {
-          std::copy(X + (b * T + t) * 3 * H, X + (b * T + t + 1) * 3 * H, Gi + b * 3 * H);
+        const int64_t R = plan.rows[t], o = plan.offset[t];
+        if (R == 0) break;  // sorted: no later step has rows either
+        F *hp = Hp + o * H, *fp = Fp + o * H, *hc_t = HC + o * C, *q = Q + o * A, *w = W + o * S,
+          *f = Fd + o * H;
+        std::copy(Hs, Hs + R * H, hp);
+        for (int64_t b = 0; b < R; ++b) {
+          const int64_t ob = order[b];
+          std::copy(X + (ob * T + t) * 3 * H, X + (ob * T + t + 1) * 3 * H, Gi + b * 3 * H);
           std::copy(Bhh, Bhh + 3 * H, Gh + b * 3 * H);
         }
-        if (feeding && t > 0) mul(Fd + (t - 1) * B * H, H, Wf, H, true, Gi, 3 * H, B, 3 * H, H, true);
-        mul(hp, H, Whh, H, true, Gh, 3 * H, B, 3 * H, H, true);  // [B, 3H]
-        for (int64_t b = 0; b < B; ++b) {
+        if (feeding) {
+          if (t == 0)
+            std::fill(fp, fp + R * H, F(0));
+          else  // the first R rows of the previous step's feeds
+            std::copy(Fd + plan.offset[t - 1] * H, Fd + (plan.offset[t - 1] + R) * H, fp);
+          if (t > 0) mul(fp, H, Wf, H, true, Gi, 3 * H, R, 3 * H, H, true);  // [R, 3H]
+        }
+        mul(hp, H, Whh, H, true, Gh, 3 * H, R, 3 * H, H, true);  // [R, 3H]
+        for (int64_t b = 0; b < R; ++b) {
           gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
-                             Sv + (t * B + b) * 4 * H, H);
+                             Sv + (o + b) * 4 * H, H);
           std::copy(Hs + b * H, Hs + (b + 1) * H, hc_t + b * C);
         }
-        mul(Hs, H, Wq, H, true, q, A, B, A, H, false);  // [B, A]
-        for (int64_t b = 0; b < B; ++b) {
+        mul(Hs, H, Wq, H, true, q, A, R, A, H, false);  // [R, A]
+        for (int64_t b = 0; b < R; ++b) {
+          const int64_t ob = order[b];
           F *wb = w + b * S, *ctx_b = hc_t + b * C + H;
-          const bool* kb = keep_rows + b * S;
+          const bool* kb = keep_rows + ob * S;
           for (int64_t s = 0; s < S; ++s)
-            wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (b * S + s) * A, Vv, A) : F(0);
+            wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (ob * S + s) * A, Vv, A) : F(0);
           std::fill(ctx_b, ctx_b + Hm, F(0));
-          if (!masked_softmax_row(wb, kb, S)) continue;
-          for (int64_t s = 0; s < S; ++s)
-            if (wb[s] != F(0)) axpy<F>(wb[s], M + (b * S + s) * Hm, ctx_b, Hm);
+          if (masked_softmax_row(wb, kb, S))
+            for (int64_t s = 0; s < S; ++s)
+              if (wb[s] != F(0)) axpy<F>(wb[s], M + (ob * S + s) * Hm, ctx_b, Hm);
+          std::copy(wb, wb + S, WOut + (ob * T + t) * S);
         }
-        for (int64_t b = 0; b < B; ++b) std::copy(Bc, Bc + H, f + b * H);
-        mul(hc_t, C, Wc, C, true, f, H, B, H, C, true);  // [B, H]
-        tanh_inplace<F>(f, B * H);
+        for (int64_t b = 0; b < R; ++b) std::copy(Bc, Bc + H, f + b * H);
+        mul(hc_t, C, Wc, C, true, f, H, R, H, C, true);  // [R, H]
+        tanh_inplace<F>(f, R * H);
+        for (int64_t b = 0; b < R; ++b)
+          std::copy(f + b * H, f + (b + 1) * H, Out + (order[b] * T + t) * H);
       }
     });
-    ctx->save_for_backward(
-        {gates, w_feed, w_hh, w_query, keys, v, memory, w_combine, hprev, hc, save, query,
-         weights, feed});
-    return {feed.permute({1, 0, 2}).contiguous(), weights.permute({1, 0, 2}).contiguous()};
+    ctx->save_for_backward({gates, w_feed, w_hh, w_query, keys, v, memory, w_combine, hprev, fprev,
+                            hc, save, query, weights, feed});
+    ctx->saved_data["order"] = c10::IValue(order);
+    ctx->saved_data["lengths"] = c10::IValue(lengths);
+    return {feeds, weights_out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &gates = saved[0], &w_feed = saved[1], &w_hh = saved[2], &w_query = saved[3],
                &keys = saved[4], &v = saved[5], &memory = saved[6], &w_combine = saved[7],
-               &hprev = saved[8], &hc = saved[9], &save = saved[10], &query = saved[11],
-               &weights = saved[12], &feed = saved[13];
+               &hprev = saved[8], &fprev = saved[9], &hc = saved[10], &save = saved[11],
+               &query = saved[12], &weights = saved[13], &feed = saved[14];
     const Dims d = dims_of(gates, w_query, memory);
     const int64_t B = d.B, T = d.T, H = d.H, A = d.A, S = d.S, Hm = d.Hm, C = d.C();
     const bool feeding = w_feed.size(1) > 0;
+    const auto order = ctx->saved_data["order"].toIntVector();
+    const Schedule plan(ctx->saved_data["lengths"].toIntVector(), T);
+    const int64_t N = plan.total;
     const auto opts = hprev.options();
-    // Gradients arriving for the outputs, time-major like the saved buffers.
-    const auto dfeeds = grads[0].defined() ? grads[0].permute({1, 0, 2}).contiguous()
-                                           : at::zeros({T, B, H}, opts);
-    const auto dweights =
-        grads[1].defined() ? grads[1].permute({1, 0, 2}).contiguous() : at::Tensor();
-    auto dpre = at::empty({T, B, H}, opts);     // through the combine layer's tanh
-    auto dq = at::zeros({T, B, A}, opts);       // into W_q h_t
-    auto dgi = at::empty({T, B, 3 * H}, opts);  // into the input projection
-    auto dgh = at::empty({T, B, 3 * H}, opts);  // into the recurrent projection
+    const auto dfeeds = grads[0].defined() ? grads[0].contiguous() : at::zeros({B, T, H}, opts);
+    const auto dweights = grads[1].defined() ? grads[1].contiguous() : at::Tensor();
+    auto dpre = at::empty({N, H}, opts);       // through the combine layer's tanh
+    auto dq = at::zeros({N, A}, opts);         // into W_q h_t
+    auto dgi = at::empty({N, 3 * H}, opts);    // into the input projection
+    auto dgh = at::empty({N, 3 * H}, opts);    // into the recurrent projection
+    auto dgates = at::zeros({B, T, 3 * H}, opts);
     auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory), dv = at::zeros_like(v);
-    auto dh = at::zeros({B, H}, opts);           // dL/dh_t, carried back through time
-    auto dfeed_next = at::zeros({B, H}, opts);   // dL/dfeed_t through step t + 1's input
+    // Carried back through time. A row's entries stay zero until its last step is reached.
+    auto dh = at::zeros({B, H}, opts);          // dL/dh_t
+    auto dfeed_next = at::zeros({B, H}, opts);  // dL/dfeed_t through step t + 1's input
     auto dhc = at::empty({B, C}, opts);
     AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_backward", [&] {
       using F = scalar_t;
@@ -225,71 +268,74 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
               *dF = dfeeds.data_ptr<F>();
       const F* dW = dweights.defined() ? dweights.data_ptr<F>() : nullptr;
       F *dP = dpre.data_ptr<F>(), *dQ = dq.data_ptr<F>(), *dGi = dgi.data_ptr<F>(),
-        *dGh = dgh.data_ptr<F>(), *dK = dkeys.data_ptr<F>(), *dM = dmemory.data_ptr<F>(),
-        *dV = dv.data_ptr<F>(), *dH = dh.data_ptr<F>(), *dFn = dfeed_next.data_ptr<F>(),
-        *dHC = dhc.data_ptr<F>();
+        *dGh = dgh.data_ptr<F>(), *dX = dgates.data_ptr<F>(), *dK = dkeys.data_ptr<F>(),
+        *dM = dmemory.data_ptr<F>(), *dV = dv.data_ptr<F>(), *dH = dh.data_ptr<F>(),
+        *dFn = dfeed_next.data_ptr<F>(), *dHC = dhc.data_ptr<F>();
       std::vector<F> da(S);
       for (int64_t t = T - 1; t >= 0; --t) {
-        const F *f = Fd + t * B * H, *w = W + t * B * S, *q = Q + t * B * A;
-        F *dp = dP + t * B * H, *dq_t = dQ + t * B * A;
-        for (int64_t i = 0; i < B * H; ++i)
-          dp[i] = (dF[t * B * H + i] + dFn[i]) * (F(1) - f[i] * f[i]);
-        mul(dp, H, Wc, C, false, dHC, C, B, C, H, false);  // d[h_t; c_t] [B, C]
-        for (int64_t b = 0; b < B; ++b) {
+        const int64_t R = plan.rows[t], o = plan.offset[t];
+        if (R == 0) continue;
+        const F *f = Fd + o * H, *w = W + o * S, *q = Q + o * A;
+        F *dp = dP + o * H, *dq_t = dQ + o * A;
+        for (int64_t b = 0; b < R; ++b) {
+          const F* dfb = dF + (order[b] * T + t) * H;
+          for (int64_t j = 0; j < H; ++j) {
+            const F fj = f[b * H + j];
+            dp[b * H + j] = (dfb[j] + dFn[b * H + j]) * (F(1) - fj * fj);
+          }
+        }
+        mul(dp, H, Wc, C, false, dHC, C, R, C, H, false);  // d[h_t; c_t] [R, C]
+        for (int64_t b = 0; b < R; ++b) {
+          const int64_t ob = order[b];
           for (int64_t j = 0; j < H; ++j) dH[b * H + j] += dHC[b * C + j];
           // Context, then softmax, then score, for row b.
           const F *wb = w + b * S, *dc = dHC + b * C + H;
           F dot = 0;
           for (int64_t s = 0; s < S; ++s) {
-            da[s] = dW ? dW[(t * B + b) * S + s] : F(0);
+            da[s] = dW ? dW[(ob * T + t) * S + s] : F(0);
             if (wb[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
-            da[s] += dot_axpy<F>(dc, M + (b * S + s) * Hm, wb[s], dM + (b * S + s) * Hm, Hm);
+            da[s] += dot_axpy<F>(dc, M + (ob * S + s) * Hm, wb[s], dM + (ob * S + s) * Hm, Hm);
             dot += wb[s] * da[s];
           }
           for (int64_t s = 0; s < S; ++s) {
             const F de = wb[s] * (da[s] - dot);
             if (de == F(0)) continue;
-            tanh_backward<F>(q + b * A, K + (b * S + s) * A, Vv, de, dq_t + b * A,
-                             dK + (b * S + s) * A, dV, A);
+            tanh_backward<F>(q + b * A, K + (ob * S + s) * A, Vv, de, dq_t + b * A,
+                             dK + (ob * S + s) * A, dV, A);
           }
         }
-        mul(dq_t, A, Wq, H, false, dH, H, B, H, A, true);  // += dq W_q
-        for (int64_t b = 0; b < B; ++b)  // dH becomes the part of dL/dh_{t-1} outside W_hh
-          gru_rows::gates_backward_row<F>(Sv + (t * B + b) * 4 * H, Hp + (t * B + b) * H,
-                                          dH + b * H, dGi + (t * B + b) * 3 * H,
-                                          dGh + (t * B + b) * 3 * H, dH + b * H, H);
-        mul(dGh + t * B * 3 * H, 3 * H, Whh, H, false, dH, H, B, H, 3 * H, true);
+        mul(dq_t, A, Wq, H, false, dH, H, R, H, A, true);  // += dq W_q
+        for (int64_t b = 0; b < R; ++b) {  // dH becomes the part of dL/dh_{t-1} outside W_hh
+          gru_rows::gates_backward_row<F>(Sv + (o + b) * 4 * H, Hp + (o + b) * H, dH + b * H,
+                                          dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H,
+                                          dH + b * H, H);
+          std::copy(dGi + (o + b) * 3 * H, dGi + (o + b + 1) * 3 * H,
+                    dX + (order[b] * T + t) * 3 * H);
+        }
+        mul(dGh + o * 3 * H, 3 * H, Whh, H, false, dH, H, R, H, 3 * H, true);
         if (feeding && t > 0)
-          mul(dGi + t * B * 3 * H, 3 * H, Wf, H, false, dFn, H, B, H, 3 * H, false);
+          mul(dGi + o * 3 * H, 3 * H, Wf, H, false, dFn, H, R, H, 3 * H, false);
       }
     });
-    // Every weight's gradient: one product over all T * B rows.
-    const int64_t R = T * B;
+    // Every weight's gradient: one product over the N steps that ran.
     auto dw_hh = at::empty_like(w_hh), dw_query = at::empty_like(w_query),
          dw_combine = at::empty_like(w_combine);
     auto dw_feed = feeding ? at::zeros_like(w_feed) : at::Tensor();
     AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_weights", [&] {
       using F = scalar_t;
-      mul_at<F>(dgh.data_ptr<F>(), 3 * H, hprev.data_ptr<F>(), H, dw_hh.data_ptr<F>(), 3 * H, H, R);
-      mul_at<F>(dq.data_ptr<F>(), A, hc.data_ptr<F>(), C, dw_query.data_ptr<F>(), A, H, R);
-      mul_at<F>(dpre.data_ptr<F>(), H, hc.data_ptr<F>(), C, dw_combine.data_ptr<F>(), H, C, R);
-      // Step t's input feeding multiplies feed_{t-1}: steps 1 .. T-1 against feeds 0 .. T-2.
-      if (feeding && T > 1)
-        mul_at<F>(dgi.data_ptr<F>() + B * 3 * H, 3 * H, feed.data_ptr<F>(), H,
-                  dw_feed.data_ptr<F>(), 3 * H, H, R - B);
+      mul_at<F>(dgh.data_ptr<F>(), 3 * H, hprev.data_ptr<F>(), H, dw_hh.data_ptr<F>(), 3 * H, H, N);
+      mul_at<F>(dq.data_ptr<F>(), A, hc.data_ptr<F>(), C, dw_query.data_ptr<F>(), A, H, N);
+      mul_at<F>(dpre.data_ptr<F>(), H, hc.data_ptr<F>(), C, dw_combine.data_ptr<F>(), H, C, N);
+      // Steps from t = 1 on (step 0's feed is zero) multiply the previous feeds.
+      const int64_t first = T > 1 ? plan.offset[1] : N;
+      if (feeding && N > first)
+        mul_at<F>(dgi.data_ptr<F>() + first * 3 * H, 3 * H, fprev.data_ptr<F>() + first * H, H,
+                  dw_feed.data_ptr<F>(), 3 * H, H, N - first);
     });
-    return {dgi.permute({1, 0, 2}).contiguous(),
-            dh,
-            dw_feed,
-            dw_hh,
-            dgh.view({R, 3 * H}).sum(0),
-            dw_query,
-            dkeys,
-            dv,
-            dmemory,
-            at::Tensor(),
-            dw_combine,
-            dpre.view({R, H}).sum(0)};
+    auto dh0 = at::empty_like(dh);  // back to the callers' row order
+    dh0.index_copy_(0, at::tensor(order, at::kLong), dh);
+    return {dgates,     dh0,    dw_feed,         dw_hh, dgh.sum(0), dw_query, dkeys, dv, dmemory,
+            at::Tensor(), dw_combine, dpre.sum(0), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -341,13 +387,29 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
                 "], got ", in.keep.sizes());
     keep = k.to(at::kBool).expand({B, S}).contiguous();
   }
-  if (in.gates.size(1) == 0)
-    return {at::zeros({B, 0, H}, in.h0.options()), at::zeros({B, 0, S}, in.h0.options())};
+  const int64_t T = in.gates.size(1);
+  std::vector<int64_t> steps(B, T);
+  if (in.lengths.defined()) {
+    TORCH_CHECK(in.lengths.dim() == 1 && in.lengths.size(0) == B,
+                "attention_decoder: lengths must be [B] = [", B, "], got ", in.lengths.sizes());
+    auto len = in.lengths.to(at::kCPU).to(at::kLong).contiguous();
+    steps.assign(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + B);
+    for (int64_t n : steps)
+      TORCH_CHECK(n >= 0 && n <= T, "attention_decoder: lengths must lie in [0, T = ", T,
+                  "], got ", n);
+  }
+  // Longest first, ties in row order (deterministic): the running rows are always a prefix.
+  std::vector<int64_t> order(B);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return steps[a] > steps[b]; });
+  std::vector<int64_t> sorted_steps(B);
+  for (int64_t i = 0; i < B; ++i) sorted_steps[i] = steps[order[i]];
   auto out = AttentionDecoder::apply(contiguous(in.gates), contiguous(in.h0), w_feed,
                                      contiguous(in.w_hh), contiguous(in.b_hh),
                                      contiguous(in.w_query), contiguous(in.keys), v,
                                      contiguous(in.memory), keep, contiguous(in.w_combine),
-                                     contiguous(in.b_combine));
+                                     contiguous(in.b_combine), order, sorted_steps);
   return {out[0], out[1]};
 }
 

@@ -211,7 +211,8 @@ bool DecoderImpl::fuses_sequence() const {
 }
 
 std::pair<at::Tensor, at::Tensor> DecoderImpl::forced_sequence(const ForcedInputs& in,
-                                                               const DecoderState& s) {
+                                                               const DecoderState& s,
+                                                               const at::Tensor& steps) {
   TORCH_CHECK(fuses_sequence(), "Decoder::forced_sequence: this configuration needs forced_step");
   const auto weights = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh
   const auto& score = attention->score;
@@ -228,6 +229,7 @@ std::pair<at::Tensor, at::Tensor> DecoderImpl::forced_sequence(const ForcedInput
   k.keep = s.mask;      // [B, 1, S]
   k.w_combine = combine->weight;
   k.b_combine = combine->bias;
+  k.lengths = steps;
   auto out = kernels::attention_decoder(k);
   return {out.feeds, out.weights};
 }
@@ -294,9 +296,19 @@ Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) 
 }
 
 ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
-                                   const at::Tensor& target_in, double teacher_forcing) {
+                                   const at::Tensor& target_in, double teacher_forcing,
+                                   const at::Tensor& positions) {
   TORCH_CHECK(target_in.dim() == 2 && target_in.size(0) == source.size(0), "Seq2Seq: target ",
               target_in.sizes(), " must be [B, T] for source ", source.sizes());
+  TORCH_CHECK(!positions.defined() ||
+                  (positions.scalar_type() == at::kBool && positions.sizes() == target_in.sizes()),
+              "Seq2Seq: positions must be bool with the target's shape ", target_in.sizes());
+  // [B, T, ...] -> [N, ...]: the wanted positions only, row-major.
+  const at::Tensor wanted = positions.defined() ? positions.reshape({-1}).nonzero().squeeze(1)
+                                                : at::Tensor();
+  auto pick = [&](const at::Tensor& x) {
+    return wanted.defined() ? x.reshape({-1, x.size(-1)}).index_select(0, wanted) : x;
+  };
   auto state = decoder->start(encoder->forward(source, lengths));
   // With full teacher forcing no step needs the previous step's prediction, so the output
   // layer runs once over all steps ([B*T, H] x [H, V]) instead of T times.
@@ -305,8 +317,11 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   const bool forced = project_at_end && options.fused_kernels();
   const ForcedInputs inputs = forced ? decoder->force_inputs(target_in) : ForcedInputs{};
   if (forced && decoder->fuses_sequence()) {
-    auto [feeds, attention] = decoder->forced_sequence(inputs, state);  // [B, T, H], [B, T, S]
-    return {decoder->project(feeds), attention, {}, {}};
+    at::Tensor steps;  // [B]: each row's last wanted position + 1
+    if (positions.defined())
+      steps = (positions.to(at::kLong) * at::arange(1, target_in.size(1) + 1, at::kLong)).amax(1);
+    auto [feeds, attention] = decoder->forced_sequence(inputs, state, steps);  // [B, T, H], [B, T, S]
+    return {decoder->project(pick(feeds)), attention, {}, {}};
   }
   std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
   at::Tensor previous;
@@ -330,9 +345,9 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
       entropy.push_back(out.entropy);
     }
   }
-  auto all_logits = project_at_end ? decoder->project(at::cat(feeds, 1))  // [B, T, V]
-                                   : at::stack(logits, 1);
-  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};  // [B, T, V], [B, T, S]
+  auto all_logits = project_at_end ? decoder->project(pick(at::cat(feeds, 1)))
+                                   : pick(at::stack(logits, 1));  // [B, T, V] or [N, V]
+  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};  // attention [B, T, S]
   if (!log_prob.empty()) {
     f.log_prob = at::stack(log_prob, 1);  // [B, T]
     f.entropy = at::stack(entropy, 1);

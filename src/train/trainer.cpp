@@ -144,8 +144,10 @@ double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t
     for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
       members.push_back(i);
     auto b = collate(valid, members);
-    auto out = model->forward(b.source, b.lengths, b.target_in);
-    total += sequence_loss(out.logits, b.target_out, 0.0).item<double>() * b.target_tokens;
+    const auto real = b.target_out != data::Vocab::kPad;  // logits for the real tokens only
+    auto out = model->forward(b.source, b.lengths, b.target_in, 1.0, real);
+    total += sequence_loss(out.logits, b.target_out.masked_select(real), 0.0).item<double>() *
+             b.target_tokens;
     tokens += b.target_tokens;
   }
   model->train();
@@ -277,8 +279,13 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       if (!members.empty()) {
         auto b = collate(data.train, members);
         batch_tokens = b.target_tokens;
-        auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing);
-        loss = sequence_loss(out.logits, b.target_out, o.label_smoothing);
+        // Logits for the real target tokens only, padding skipped; REINFORCE's reward reads
+        // every position's.
+        const auto real = reinforce ? at::Tensor() : b.target_out != data::Vocab::kPad;
+        auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing, real);
+        loss = sequence_loss(out.logits, real.defined() ? b.target_out.masked_select(real)
+                                                        : b.target_out,
+                             o.label_smoothing);
         objective = loss;
         if (reinforce && out.log_prob.defined()) {
           // Xu et al. (2015): reward = -per-sentence NLL, a moving-average baseline, entropy bonus.

@@ -31,8 +31,11 @@ struct AttentionDecoderInputs {
   at::Tensor keep;       // bool, broadcastable to [B, S]; true = attend; undefined: attend all
   at::Tensor w_combine;  // [H, H + Hm]
   at::Tensor b_combine;  // [H]
+  at::Tensor lengths;    // [B] integers in [0, T]: the steps each row runs; undefined: all T
 };
 
+// Past a row's length both outputs are zero and nothing is computed: a batch of targets of
+// different lengths costs the steps its rows run, not B x T.
 struct AttentionDecoderOutputs {
   at::Tensor feeds;    // [B, T, H]: feed_t, the input of the output layer
   at::Tensor weights;  // [B, T, S]: a_t; a row with nothing to attend to is all zeros

@@ -120,8 +120,10 @@ class DecoderImpl : public torch::nn::Module {
   bool fuses_sequence() const;
   // Every forced step at once, as one autograd node (kernels/attention_decoder.h), from the
   // state start() returns: the attentional vectors [B, T, H] and attention weights [B, T, S].
+  // steps ([B], optional): row b runs steps[b] steps only, its outputs after them are zero.
   std::pair<at::Tensor, at::Tensor> forced_sequence(const ForcedInputs& inputs,
-                                                    const DecoderState& state);
+                                                    const DecoderState& state,
+                                                    const at::Tensor& steps = {});
   // Attentional vectors [..., H] -> logits [..., V].
   at::Tensor project(const at::Tensor& feed);
   // One GRU step: input [N, I], hidden [layers, N, H] -> new hidden [layers, N, H].
@@ -146,7 +148,7 @@ class DecoderImpl : public torch::nn::Module {
 TORCH_MODULE(Decoder);
 
 struct ForwardOutput {
-  at::Tensor logits;     // [B, T, V]
+  at::Tensor logits;     // [B, T, V], or [N, V] for the positions Seq2Seq::forward was given
   at::Tensor attention;  // [B, T, S]
   at::Tensor log_prob;   // [B, T] (REINFORCE only)
   at::Tensor entropy;    // [B, T] (REINFORCE only)
@@ -157,8 +159,13 @@ class Seq2SeqImpl : public torch::nn::Module {
   explicit Seq2SeqImpl(Seq2SeqOptions options);
   // Teacher-forced decoding of `target_in` ([B, T], starting with <sos>); with
   // teacher_forcing < 1 a step feeds the model's own previous prediction with that chance.
+  // `positions` ([B, T] bool, e.g. target_out != <pad>) asks for the logits of those positions
+  // only: logits are then [N, V], the N true positions in row-major order (attention stays
+  // [B, T, S]). The output layer then runs on N rows instead of B * T, and the fused decoder
+  // (Decoder::fuses_sequence) stops each row after its last wanted position.
   ForwardOutput forward(const at::Tensor& source, const at::Tensor& lengths,
-                        const at::Tensor& target_in, double teacher_forcing = 1.0);
+                        const at::Tensor& target_in, double teacher_forcing = 1.0,
+                        const at::Tensor& positions = {});
 
   Seq2SeqOptions options;
   Encoder encoder{nullptr};

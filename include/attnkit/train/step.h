@@ -13,8 +13,8 @@ class Adam;
 // profiler (bench/profile_training.cpp) both run them.
 namespace attnkit::train {
 
-// Mean label-smoothed cross-entropy over the non-padding target tokens. logits [B, T, V],
-// target [B, T]. fused: kernels::label_smoothed_cross_entropy; false: the composite reference
+// Mean label-smoothed cross-entropy over the non-padding target tokens. logits [..., V],
+// target [...] ([B, T, V] and [B, T], or the real tokens only: [N, V] and [N]). fused: kernels::label_smoothed_cross_entropy; false: the composite reference
 // (log_softmax, gather, mean).
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
                          bool fused = true);
