@@ -4,7 +4,9 @@
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "blas.h"
@@ -82,79 +84,105 @@ class GRUCell : public torch::autograd::Function<GRUCell> {
   }
 };
 
-// Rows sorted by length, longest first, so the rows still running at any step are a prefix
-// and each step's GEMM covers only them.
+// Rows visited longest first (order[i] is the callers' row at position i, lengths[i] its steps),
+// so the rows still running at any step are the first positions and each step's GEMM covers only
+// them. Inputs and outputs stay in the callers' row order: no permuted copies of the sequence.
 class GRUSequence : public torch::autograd::Function<GRUSequence> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& gi, const at::Tensor& h0,
                                const at::Tensor& w_hh, const at::Tensor& b_hh,
-                               std::vector<int64_t> lengths, bool reverse) {
+                               std::vector<int64_t> order, std::vector<int64_t> lengths,
+                               bool reverse) {
     const int64_t B = gi.size(0), T = gi.size(1), H = h0.size(1);
-    auto out = at::zeros({B, T, H}, h0.options());       // [B, T, H]
-    auto before = at::zeros({B, T, H}, h0.options());    // the state entering each step
+    auto out = at::empty({B, T, H}, h0.options());       // zero where a row does not run
+    auto before = at::empty({B, T, H}, h0.options());    // the state entering each step (or 0)
     auto save = at::empty({B, T, 4 * H}, h0.options());  // r, z, n, gh_n per step
     auto gh = at::empty({B, 3 * H}, h0.options());       // [B, 3H], reused every step
-    auto h = h0.clone();                                 // [B, H]
+    auto h = at::empty({B, H}, h0.options());            // the state, by position
+    auto final = at::empty({B, H}, h0.options());
     AT_DISPATCH_FLOATING_TYPES(h0.scalar_type(), "gru_sequence", [&] {
       scalar_t *O = out.data_ptr<scalar_t>(), *P = before.data_ptr<scalar_t>(),
                *S = save.data_ptr<scalar_t>(), *G = gh.data_ptr<scalar_t>(),
-               *Hs = h.data_ptr<scalar_t>();
-      const scalar_t* I = gi.data_ptr<scalar_t>();
+               *Hs = h.data_ptr<scalar_t>(), *Fn = final.data_ptr<scalar_t>();
+      const scalar_t *I = gi.data_ptr<scalar_t>(), *H0 = h0.data_ptr<scalar_t>();
+      for (int64_t b = 0; b < B; ++b)
+        std::copy(H0 + order[b] * H, H0 + (order[b] + 1) * H, Hs + b * H);
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = reverse ? T - 1 - s : s;
         int64_t rows = 0;
         while (rows < B && lengths[rows] > t) ++rows;
-        if (rows == 0) continue;
-        recurrent_product<scalar_t>(Hs, rows, w_hh, b_hh, G);
-        for (int64_t b = 0; b < rows; ++b) {
-          scalar_t* hb = Hs + b * H;
-          std::copy(hb, hb + H, P + (b * T + t) * H);
-          gates<scalar_t>(I + (b * T + t) * 3 * H, G + b * 3 * H, hb, hb, S + (b * T + t) * 4 * H,
-                          H);
-          std::copy(hb, hb + H, O + (b * T + t) * H);
+        if (rows > 0) recurrent_product<scalar_t>(Hs, rows, w_hh, b_hh, G);
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t at_step = order[b] * T + t;
+          scalar_t *hb = Hs + b * H, *o = O + at_step * H, *p = P + at_step * H;
+          if (b >= rows) {  // zeros: the output, and what the weight gradient multiplies
+            std::fill(o, o + H, scalar_t(0));
+            std::fill(p, p + H, scalar_t(0));
+            continue;
+          }
+          std::copy(hb, hb + H, p);
+          gates<scalar_t>(I + at_step * 3 * H, G + b * 3 * H, hb, hb, S + at_step * 4 * H, H);
+          std::copy(hb, hb + H, o);
         }
       }
+      for (int64_t b = 0; b < B; ++b)
+        std::copy(Hs + b * H, Hs + (b + 1) * H, Fn + order[b] * H);
     });
     ctx->save_for_backward({w_hh, before, save});
+    ctx->saved_data["order"] = c10::IValue(order);
     ctx->saved_data["lengths"] = c10::IValue(lengths);
     ctx->saved_data["reverse"] = reverse;
-    return {out, h};
+    return {out, final};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto &w_hh = saved[0], &before = saved[1], &save = saved[2];
+    const auto order = ctx->saved_data["order"].toIntVector();
     const auto lengths = ctx->saved_data["lengths"].toIntVector();
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const int64_t B = before.size(0), T = before.size(1), H = before.size(2);
-    auto dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(before);
-    auto dh =
-        grads[1].defined() ? grads[1].clone().contiguous() : at::zeros({B, H}, before.options());
-    auto dgi = at::zeros({B, T, 3 * H}, before.options());
-    auto dgh = at::zeros({B, T, 3 * H}, before.options());
-    auto g = at::empty({B, H}, before.options());
+    const auto dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(before);
+    const auto dfinal = grads[1].defined() ? grads[1].contiguous() : at::zeros({B, H}, before.options());
+    auto dgi = at::empty({B, T, 3 * H}, before.options());  // zero where a row does not run
+    auto dgh = at::empty({B, T, 3 * H}, before.options());
+    auto dh = at::empty({B, H}, before.options());          // dL/dh, by position
+    auto dgh_step = at::empty({B, 3 * H}, before.options());  // this step's dgh, by position
+    auto dh0 = at::empty({B, H}, before.options());
     AT_DISPATCH_FLOATING_TYPES(before.scalar_type(), "gru_sequence_backward", [&] {
       const scalar_t *dO = dout.data_ptr<scalar_t>(), *P = before.data_ptr<scalar_t>(),
-                     *S = save.data_ptr<scalar_t>();
+                     *S = save.data_ptr<scalar_t>(), *dFn = dfinal.data_ptr<scalar_t>();
       scalar_t *dI = dgi.data_ptr<scalar_t>(), *dG = dgh.data_ptr<scalar_t>(),
-               *dH = dh.data_ptr<scalar_t>(), *Gs = g.data_ptr<scalar_t>();
+               *dH = dh.data_ptr<scalar_t>(), *dGs = dgh_step.data_ptr<scalar_t>(),
+               *dH0 = dh0.data_ptr<scalar_t>();
+      std::vector<scalar_t> g(H);
+      for (int64_t b = 0; b < B; ++b)
+        std::copy(dFn + order[b] * H, dFn + (order[b] + 1) * H, dH + b * H);
       for (int64_t s = T - 1; s >= 0; --s) {
         const int64_t t = reverse ? T - 1 - s : s;
         int64_t rows = 0;
         while (rows < B && lengths[rows] > t) ++rows;
-        if (rows == 0) continue;
-        for (int64_t b = 0; b < rows; ++b) {
-          for (int64_t j = 0; j < H; ++j) Gs[b * H + j] = dH[b * H + j] + dO[(b * T + t) * H + j];
-          gates_backward_row<scalar_t>(S + (b * T + t) * 4 * H, P + (b * T + t) * H, Gs + b * H,
-                                       dI + (b * T + t) * 3 * H, dG + (b * T + t) * 3 * H,
-                                       dH + b * H, H);
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t at_step = order[b] * T + t;
+          scalar_t *di = dI + at_step * 3 * H, *dg = dG + at_step * 3 * H;
+          if (b >= rows) {
+            std::fill(di, di + 3 * H, scalar_t(0));
+            std::fill(dg, dg + 3 * H, scalar_t(0));
+            continue;
+          }
+          for (int64_t j = 0; j < H; ++j) g[j] = dH[b * H + j] + dO[at_step * H + j];
+          gates_backward_row<scalar_t>(S + at_step * 4 * H, P + at_step * H, g.data(), di,
+                                       dGs + b * 3 * H, dH + b * H, H);
+          std::copy(dGs + b * 3 * H, dGs + (b + 1) * 3 * H, dg);
         }
-        dh.narrow(0, 0, rows).addmm_(dgh.select(1, t).narrow(0, 0, rows), w_hh);
+        if (rows > 0) dh.narrow(0, 0, rows).addmm_(dgh_step.narrow(0, 0, rows), w_hh);
       }
+      for (int64_t b = 0; b < B; ++b)
+        std::copy(dH + b * H, dH + (b + 1) * H, dH0 + order[b] * H);
     });
     // Steps a row did not run have zero dgh, so every step's weight gradient is one GEMM.
     auto dgh_flat = dgh.view({B * T, 3 * H});
-    return {dgi, dh, dgh_flat.t().mm(before.view({B * T, H})), dgh_flat.sum(0), {}, {}};
+    return {dgi, dh0, dgh_flat.t().mm(before.view({B * T, H})), dgh_flat.sum(0), {}, {}, {}};
   }
 };
 
@@ -188,19 +216,16 @@ std::tuple<at::Tensor, at::Tensor> gru_sequence(const at::Tensor& gi, const at::
   TORCH_CHECK(len.numel() == 0 ||
                   (len.min().item<int64_t>() >= 0 && len.max().item<int64_t>() <= gi.size(1)),
               "gru_sequence: lengths must lie in [0, T = ", gi.size(1), "]");
-  auto order = at::argsort(len, /*dim=*/0, /*descending=*/true);  // [B]
-  const bool sorted = order.equal(at::arange(len.numel(), order.options()));
-  auto sorted_len = len.index_select(0, order);
-  std::vector<int64_t> lens(sorted_len.data_ptr<int64_t>(),
-                            sorted_len.data_ptr<int64_t>() + len.numel());
-  auto pick = [&](const at::Tensor& x) {
-    return sorted ? x.contiguous() : x.index_select(0, order);
-  };
-  auto r =
-      GRUSequence::apply(pick(gi), pick(h0), w_hh.contiguous(), b_hh.contiguous(), lens, reverse);
-  if (sorted) return {r[0], r[1]};
-  auto inverse = at::argsort(order);
-  return {r[0].index_select(0, inverse), r[1].index_select(0, inverse)};
+  // Longest first, ties in row order.
+  const int64_t B = len.numel();
+  const int64_t* L = len.data_ptr<int64_t>();
+  std::vector<int64_t> order(B), lens(B);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return L[a] > L[b]; });
+  for (int64_t i = 0; i < B; ++i) lens[i] = L[order[i]];
+  auto r = GRUSequence::apply(gi.contiguous(), h0.contiguous(), w_hh.contiguous(),
+                              b_hh.contiguous(), order, lens, reverse);
+  return {r[0], r[1]};
 }
 
 void gru_gates(const float* gi, const float* gh, const float* h, float* h_out, int64_t n,
