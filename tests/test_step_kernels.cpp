@@ -176,13 +176,32 @@ TEST(LinearKernel, MatchesAtLinearForFewAndManyRows) {
     EXPECT_EQ(y.sizes(), (at::IntArrayRef{1, rows, 24}));
     EXPECT_TRUE(close(y, at::linear(x3, weight, bias)));
   }
-  auto x = at::randn({3, 31}).requires_grad_();
-  auto w = weight.clone().requires_grad_();
-  auto g = at::randn({3, 24});
-  auto gx = torch::autograd::grad({kernels::linear(x, w, bias)}, {x, w}, {g});
-  auto ex = torch::autograd::grad({at::linear(x, w, bias)}, {x, w}, {g});
-  EXPECT_TRUE(close(gx[0], ex[0]));
-  EXPECT_TRUE(close(gx[1], ex[1]));
+}
+
+// With autograd: values and the gradients of x, of a weight that is a column block of a wider
+// one (as the decoder's share of W_ih is) and of the bias, against at::linear; and gradients
+// only for what asks for them.
+TEST(LinearKernel, GradientsMatchAtLinear) {
+  at::manual_seed(13);
+  for (int64_t rows : {3, 40}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    auto wide = at::randn({24, 40}).requires_grad_();
+    auto bias = at::randn({24}).requires_grad_();
+    auto x = at::randn({2, rows, 31}).requires_grad_();
+    auto g = at::randn({2, rows, 24});
+    auto actual = kernels::linear(x, wide.narrow(1, 9, 31), bias);
+    auto expected = at::linear(x, wide.narrow(1, 9, 31), bias);
+    EXPECT_TRUE(close(actual, expected));
+    auto ga = torch::autograd::grad({actual}, {x, wide, bias}, {g});
+    auto ge = torch::autograd::grad({expected}, {x, wide, bias}, {g});
+    for (size_t i = 0; i < ga.size(); ++i) EXPECT_TRUE(close(ga[i], ge[i], 1e-5, 1e-4)) << i;
+    EXPECT_TRUE(close(ga[1].narrow(1, 0, 9), at::zeros({24, 9}), 0, 0));
+  }
+  auto x = at::randn({9, 31});  // constant input: only the weight's gradient
+  auto w = at::randn({24, 31}).requires_grad_();
+  auto y = kernels::linear(x, w, {});
+  auto gw = torch::autograd::grad({y.sum()}, {w})[0];
+  EXPECT_TRUE(close(gw, at::ones({24, 9}).mm(x)));
 }
 
 // The fused Adam against torch::optim::Adam: the same parameters after several steps (with a

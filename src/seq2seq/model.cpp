@@ -194,7 +194,7 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   const int64_t E = options.embed_size(), I = weights[0].size(1);
   auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
-  in.all_gates = at::linear(embedded, weights[0].narrow(1, 0, E), weights[2]);  // [B, T, 3H]
+  in.all_gates = kernels::linear(embedded, weights[0].narrow(1, 0, E), weights[2]);  // [B, T, 3H]
   if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                         // [3H, I - E]
   if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);                      // T x [B, 3H]
   return in;
@@ -287,7 +287,8 @@ at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Te
 }
 
 at::Tensor DecoderImpl::project(const at::Tensor& feed) {
-  return output(drop(feed, options.dropout(), options, is_training()));
+  auto x = drop(feed, options.dropout(), options, is_training());
+  return options.fused_kernels() ? kernels::linear(x, output->weight, output->bias) : output(x);
 }
 
 Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
