@@ -244,7 +244,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     const int64_t B = d.B, T = d.T, H = d.H, A = d.A, S = d.S, Hm = d.Hm, C = d.C();
     const bool feeding = w_feed.size(1) > 0;
     const auto order = ctx->saved_data["order"].toIntVector();
-    const Schedule plan(ctx->saved_data["lengths"].toIntVector(), T);
+    const auto lengths = ctx->saved_data["lengths"].toIntVector();  // of the sorted rows
+    const Schedule plan(lengths, T);
     const int64_t N = plan.total;
     const auto opts = hprev.options();
     const auto dfeeds = grads[0].defined() ? grads[0].contiguous() : at::zeros({B, T, H}, opts);
@@ -253,7 +254,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     auto dq = at::zeros({N, A}, opts);         // into W_q h_t
     auto dgi = at::empty({N, 3 * H}, opts);    // into the input projection
     auto dgh = at::empty({N, 3 * H}, opts);    // into the recurrent projection
-    auto dgates = at::zeros({B, T, 3 * H}, opts);
+    auto dgates = at::empty({B, T, 3 * H}, opts);  // written at every step that ran, zeroed after
     auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory), dv = at::zeros_like(v);
     // Carried back through time. A row's entries stay zero until its last step is reached.
     auto dh = at::zeros({B, H}, opts);          // dL/dh_t
@@ -316,6 +317,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
         if (feeding && t > 0)
           mul(dGi + o * 3 * H, 3 * H, Wf, H, false, dFn, H, R, H, 3 * H, false);
       }
+      for (int64_t b = 0; b < B; ++b)  // the steps past each row's length
+        std::fill(dX + (order[b] * T + lengths[b]) * 3 * H, dX + (order[b] + 1) * T * 3 * H, F(0));
     });
     // Every weight's gradient: one product over the N steps that ran.
     auto dw_hh = at::empty_like(w_hh), dw_query = at::empty_like(w_query),
