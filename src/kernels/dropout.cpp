@@ -5,7 +5,12 @@
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <mutex>
+
+#include "simd.h"
 
 namespace attnkit::kernels {
 namespace {
@@ -13,22 +18,66 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+// Element i's draw: a 32-bit integer hash (Wellons' lowbias32) of i, keyed by the call's 64-bit
+// seed. 32-bit lanes, so eight draws per AVX2 instruction; the scalar path computes the same
+// draws, so a seed gives the same mask on any CPU.
+struct Key {
+  uint32_t lo, hi;
+  explicit Key(uint64_t seed)
+      : lo(static_cast<uint32_t>(seed)), hi(static_cast<uint32_t>(seed >> 32)) {}
+};
+
+inline uint32_t draw(uint32_t i, Key k) {
+  uint32_t x = (i * 0x9e3779b9u + k.lo) ^ k.hi;
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
 }
 
-// out[i] = in[i] * scale where element i is kept, else 0. One hash gives two 32-bit draws.
+// out[i] = in[i] * scale where element i is kept (draw >= p * 2^32), else 0.
+template <typename T>
+void apply_mask_scalar(const T* in, T* out, int64_t from, int64_t n, Key k, uint32_t threshold,
+                       T scale) {
+  for (int64_t i = from; i < n; ++i)
+    out[i] = draw(static_cast<uint32_t>(i), k) >= threshold ? in[i] * scale : T(0);
+}
+
+__attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float* out, int64_t n,
+                                                         Key k, uint32_t threshold, float scale) {
+  const __m256i step = _mm256_set1_epi32(8), golden = _mm256_set1_epi32(0x9e3779b9),
+                lo = _mm256_set1_epi32(static_cast<int>(k.lo)),
+                hi = _mm256_set1_epi32(static_cast<int>(k.hi)),
+                m1 = _mm256_set1_epi32(0x7feb352d), m2 = _mm256_set1_epi32(0x846ca68b),
+                // unsigned x >= t as signed (x ^ 2^31) >= (t ^ 2^31), i.e. not (t' > x')
+                flip = _mm256_set1_epi32(INT32_MIN),
+                t = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(threshold)), flip);
+  const __m256 vs = _mm256_set1_ps(scale);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
+    __m256i x = _mm256_xor_si256(_mm256_add_epi32(_mm256_mullo_epi32(idx, golden), lo), hi);
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, m1);
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, m2);
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    const __m256i dropped = _mm256_cmpgt_epi32(t, _mm256_xor_si256(x, flip));
+    const __m256 kept = _mm256_mul_ps(_mm256_loadu_ps(in + i), vs);
+    _mm256_storeu_ps(out + i, _mm256_andnot_ps(_mm256_castsi256_ps(dropped), kept));
+  }
+  apply_mask_scalar<float>(in, out, i, n, k, threshold, scale);
+}
+
 template <typename T>
 void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p, T scale) {
-  const uint64_t threshold = static_cast<uint64_t>(p * 4294967296.0);  // keep if draw >= it
-  for (int64_t i = 0; i < n; i += 2) {
-    const uint64_t h = splitmix64(seed ^ static_cast<uint64_t>(i >> 1) * 0xd1342543de82ef95ULL);
-    out[i] = (h & 0xffffffffULL) >= threshold ? in[i] * scale : T(0);
-    if (i + 1 < n) out[i + 1] = (h >> 32) >= threshold ? in[i + 1] * scale : T(0);
+  TORCH_CHECK(n <= (int64_t{1} << 32), "dropout: at most 2^32 elements per tensor");
+  const auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  if constexpr (std::is_same_v<T, float>) {
+    if (simd::have_avx2()) return apply_mask_avx2(in, out, n, Key(seed), threshold, scale);
   }
+  apply_mask_scalar<T>(in, out, 0, n, Key(seed), threshold, scale);
 }
 
 class Dropout : public torch::autograd::Function<Dropout> {
