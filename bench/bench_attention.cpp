@@ -10,6 +10,8 @@
 //   Decoder/<sequence|steps>/fwdbwd      the training decoder, B = 64, S = T = 12, GRU 256,
 //                                        Bahdanau attention, input feeding: as one node
 //                                        (kernels/attention_decoder.h) or step by step
+//   Encoder/fwdbwd                       the benchmark model's encoder (bidirectional GRU 256,
+//                                        B = 64, S = 4 .. 12), forward and backward
 //
 // Threads: --threads=N (default 1), the same value the Python side uses.
 
@@ -139,6 +141,21 @@ void decoder_case(benchmark::State& state, bool sequence) {
   }
 }
 
+// The benchmark model's encoder on a batch of 64 sources of 4 .. 12 tokens, forward and backward.
+void encoder_case(benchmark::State& state) {
+  at::manual_seed(0);
+  const int64_t B = 64, S = 12;
+  seq2seq::Encoder encoder(seq2seq::Seq2SeqOptions(4690, 2782));
+  auto lengths = at::randint(4, S + 1, {B}, at::kLong);
+  auto source = at::randint(4, 4690, {B, S}, at::kLong);
+  for (auto _ : state) {
+    auto e = encoder->forward(source, lengths);
+    (e.memory.sum() + e.state.sum()).backward();
+    benchmark::DoNotOptimize(encoder->embedding->weight.grad().data_ptr());
+    train::clear_gradients(encoder->parameters());
+  }
+}
+
 // The machine's matrix-multiply throughput, measured in the same run as the kernels.
 void sgemm_case(benchmark::State& state) {
   const int64_t size = 1024;
@@ -176,6 +193,7 @@ void register_all() {
     benchmark::RegisterBenchmark(sequence ? "Decoder/sequence/fwdbwd" : "Decoder/steps/fwdbwd",
                                  decoder_case, sequence)
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Encoder/fwdbwd", encoder_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
 }
 
