@@ -24,9 +24,9 @@
 
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/functional.h"
+#include "attnkit/attention/mask.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
-#include "attnkit/attention/mask.h"
 #include "attnkit/kernels/fused_attention.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
@@ -117,8 +117,7 @@ void decoder_case(benchmark::State& state, bool sequence) {
   const int64_t B = 64, S = 12, T = 12;
   seq2seq::Decoder decoder(seq2seq::Seq2SeqOptions(4690, 2782));
   auto lengths = at::randint(4, S + 1, {B}, at::kLong);
-  seq2seq::EncoderOutput encoded{at::randn({B, S, 512}).requires_grad_(),
-                                 padding_mask(lengths, S),
+  seq2seq::EncoderOutput encoded{at::randn({B, S, 512}).requires_grad_(), padding_mask(lengths, S),
                                  at::randn({1, B, 256}).requires_grad_(), at::Tensor()};
   auto tokens = at::randint(4, 2782, {B, T}, at::kLong);
   for (auto _ : state) {

@@ -47,8 +47,8 @@ TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
     auto lengths = at::tensor({3, 5, 1}, at::kLong);  // padded rows: masked attention positions
     auto expected = reference->forward(source, lengths, target);
     auto actual = fused->forward(source, lengths, target);
-    const std::string name = to_string(c.score) + (c.input_feeding ? " with" : " without") +
-                             " input feeding";
+    const std::string name =
+        to_string(c.score) + (c.input_feeding ? " with" : " without") + " input feeding";
     EXPECT_TRUE(close(actual.logits, expected.logits)) << name;
     EXPECT_TRUE(close(actual.attention, expected.attention)) << name;
     EXPECT_TRUE(close(actual.attention.select(2, 1).select(0, 2), at::zeros({4}), 0, 0))
@@ -71,11 +71,9 @@ TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
 TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
   for (bool fused : {true, false}) {
     at::manual_seed(29);
-    seq2seq::Seq2Seq model(seq2seq::Seq2SeqOptions(11, 13)
-                               .embed_size(6)
-                               .hidden_size(8)
-                               .dropout(0.0)
-                               .fused_kernels(fused));
+    seq2seq::Seq2Seq model(
+        seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8).dropout(0.0).fused_kernels(
+            fused));
     ASSERT_EQ(model->decoder->fuses_sequence(), fused);
     auto source = at::randint(1, 11, {3, 5}, at::kLong);
     auto lengths = at::tensor({5, 2, 4}, at::kLong);
@@ -84,15 +82,16 @@ TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
     target.index_put_({2, 3}, 0);
     const auto real = target != 0;
     auto full = model->forward(source, lengths, target).logits;  // [3, 4, 13]
-    const auto expected = full.reshape({-1, 13}).index_select(0, real.reshape(-1).nonzero().squeeze(1));
+    const auto expected =
+        full.reshape({-1, 13}).index_select(0, real.reshape(-1).nonzero().squeeze(1));
     auto g = at::randn_like(expected);
     auto expected_grads = torch::autograd::grad({(expected * g).sum()}, model->parameters(), {},
                                                 false, false, /*allow_unused=*/true);
     auto actual = model->forward(source, lengths, target, 1.0, real).logits;  // [N, 13]
     ASSERT_EQ(actual.size(0), real.sum().item<int64_t>());
     EXPECT_TRUE(close(actual, expected)) << (fused ? "fused" : "reference");
-    auto actual_grads = torch::autograd::grad({(actual * g).sum()}, model->parameters(), {},
-                                              false, false, /*allow_unused=*/true);
+    auto actual_grads = torch::autograd::grad({(actual * g).sum()}, model->parameters(), {}, false,
+                                              false, /*allow_unused=*/true);
     for (size_t i = 0; i < actual_grads.size(); ++i) {
       if (!expected_grads[i].defined()) continue;  // e.g. the encoder bridge's unused rows
       EXPECT_TRUE(close(actual_grads[i], expected_grads[i], 1e-6, 1e-5))
@@ -123,7 +122,8 @@ Inputs random_inputs(bool bahdanau, bool feeding, at::ScalarType type) {
   if (bahdanau) in.v = make({A});
   in.memory = make({B, S, Hm});
   // Row 1 attends to its first two positions only, row 2 to nothing: zero weights and context.
-  in.keep = at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, at::kLong).to(at::kBool).view({B, 1, S});
+  in.keep =
+      at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, at::kLong).to(at::kBool).view({B, 1, S});
   in.w_combine = make({H, H + Hm}, 0.5);
   in.b_combine = make({H});
   for (auto* t : {&in.gates, &in.h0, &in.w_feed, &in.w_hh, &in.b_hh, &in.w_query, &in.keys, &in.v,

@@ -103,8 +103,8 @@ struct Dims {
 };
 
 Dims dims_of(const at::Tensor& gates, const at::Tensor& w_query, const at::Tensor& memory) {
-  return {gates.size(0), gates.size(1), gates.size(2) / 3, w_query.size(0), memory.size(1),
-          memory.size(2)};
+  return {gates.size(0),   gates.size(1),  gates.size(2) / 3,
+          w_query.size(0), memory.size(1), memory.size(2)};
 }
 
 // The softmax of one row's scores over its kept positions, in place; false when none is kept
@@ -161,14 +161,14 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     const Schedule plan(lengths, T);
     const int64_t N = plan.total;
     const auto opts = h0.options();
-    auto hprev = at::empty({N, H}, opts);      // the state entering each step
-    auto fprev = at::empty({N, H}, opts);      // the feed entering each step (0 at t = 0)
-    auto hc = at::empty({N, C}, opts);         // [h_t; c_t], the combine layer's input
-    auto save = at::empty({N, 4 * H}, opts);   // r, z, n, gh_n of each step
-    auto query = at::empty({N, A}, opts);      // W_q h_t
-    auto weights = at::empty({N, S}, opts);    // a_t
-    auto feed = at::empty({N, H}, opts);       // feed_t
-    auto feeds = at::zeros({B, T, H}, opts);   // the outputs, zero past each row's length
+    auto hprev = at::empty({N, H}, opts);     // the state entering each step
+    auto fprev = at::empty({N, H}, opts);     // the feed entering each step (0 at t = 0)
+    auto hc = at::empty({N, C}, opts);        // [h_t; c_t], the combine layer's input
+    auto save = at::empty({N, 4 * H}, opts);  // r, z, n, gh_n of each step
+    auto query = at::empty({N, A}, opts);     // W_q h_t
+    auto weights = at::empty({N, S}, opts);   // a_t
+    auto feed = at::empty({N, H}, opts);      // feed_t
+    auto feeds = at::zeros({B, T, H}, opts);  // the outputs, zero past each row's length
     auto weights_out = at::zeros({B, T, S}, opts);
     auto gi = at::empty({B, 3 * H}, opts), gh = at::empty({B, 3 * H}, opts);
     auto h = h0.index_select(0, at::tensor(order, at::kLong));  // [B, H], sorted rows
@@ -250,10 +250,10 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     const auto opts = hprev.options();
     const auto dfeeds = grads[0].defined() ? grads[0].contiguous() : at::zeros({B, T, H}, opts);
     const auto dweights = grads[1].defined() ? grads[1].contiguous() : at::Tensor();
-    auto dpre = at::empty({N, H}, opts);       // through the combine layer's tanh
-    auto dq = at::zeros({N, A}, opts);         // into W_q h_t
-    auto dgi = at::empty({N, 3 * H}, opts);    // into the input projection
-    auto dgh = at::empty({N, 3 * H}, opts);    // into the recurrent projection
+    auto dpre = at::empty({N, H}, opts);           // through the combine layer's tanh
+    auto dq = at::zeros({N, A}, opts);             // into W_q h_t
+    auto dgi = at::empty({N, 3 * H}, opts);        // into the input projection
+    auto dgh = at::empty({N, 3 * H}, opts);        // into the recurrent projection
     auto dgates = at::empty({B, T, 3 * H}, opts);  // written at every step that ran, zeroed after
     auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory), dv = at::zeros_like(v);
     // Carried back through time. A row's entries stay zero until its last step is reached.
@@ -308,14 +308,13 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
         mul(dq_t, A, Wq, H, false, dH, H, R, H, A, true);  // += dq W_q
         for (int64_t b = 0; b < R; ++b) {  // dH becomes the part of dL/dh_{t-1} outside W_hh
           gru_rows::gates_backward_row<F>(Sv + (o + b) * 4 * H, Hp + (o + b) * H, dH + b * H,
-                                          dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H,
-                                          dH + b * H, H);
+                                          dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H, dH + b * H,
+                                          H);
           std::copy(dGi + (o + b) * 3 * H, dGi + (o + b + 1) * 3 * H,
                     dX + (order[b] * T + t) * 3 * H);
         }
         mul(dGh + o * 3 * H, 3 * H, Whh, H, false, dH, H, R, H, 3 * H, true);
-        if (feeding && t > 0)
-          mul(dGi + o * 3 * H, 3 * H, Wf, H, false, dFn, H, R, H, 3 * H, false);
+        if (feeding && t > 0) mul(dGi + o * 3 * H, 3 * H, Wf, H, false, dFn, H, R, H, 3 * H, false);
       }
       for (int64_t b = 0; b < B; ++b)  // the steps past each row's length
         std::fill(dX + (order[b] * T + lengths[b]) * 3 * H, dX + (order[b] + 1) * T * 3 * H, F(0));
@@ -337,8 +336,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     });
     auto dh0 = at::empty_like(dh);  // back to the callers' row order
     dh0.index_copy_(0, at::tensor(order, at::kLong), dh);
-    return {dgates,     dh0,    dw_feed,         dw_hh, dgh.sum(0), dw_query, dkeys, dv, dmemory,
-            at::Tensor(), dw_combine, dpre.sum(0), at::Tensor(), at::Tensor()};
+    return {dgates, dh0,     dw_feed,      dw_hh,      dgh.sum(0),  dw_query,     dkeys,
+            dv,     dmemory, at::Tensor(), dw_combine, dpre.sum(0), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -358,10 +357,10 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
               "attention_decoder: w_query must be [A, H] with H = ", H, ", got ",
               in.w_query.sizes());
   const int64_t A = in.w_query.size(0);
-  TORCH_CHECK(in.keys.dim() == 3 && in.keys.size(0) == B && in.keys.size(1) == S &&
-                  in.keys.size(2) == A,
-              "attention_decoder: keys must be [B, S, A] = [", B, ", ", S, ", ", A, "], got ",
-              in.keys.sizes());
+  TORCH_CHECK(
+      in.keys.dim() == 3 && in.keys.size(0) == B && in.keys.size(1) == S && in.keys.size(2) == A,
+      "attention_decoder: keys must be [B, S, A] = [", B, ", ", S, ", ", A, "], got ",
+      in.keys.sizes());
   auto expect = [&](const at::Tensor& t, std::vector<int64_t> shape, const char* name) {
     TORCH_CHECK(t.sizes() == at::IntArrayRef(shape), "attention_decoder: ", name, " must be ",
                 at::IntArrayRef(shape), ", got ", t.sizes());
@@ -371,8 +370,9 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
   expect(in.w_combine, {H, H + Hm}, "w_combine");
   expect(in.b_combine, {H}, "b_combine");
   if (in.w_feed.defined()) expect(in.w_feed, {3 * H, H}, "w_feed");
-  if (in.v.defined()) TORCH_CHECK(in.v.numel() == A, "attention_decoder: v must have A = ", A,
-                                  " elements, got ", in.v.sizes());
+  if (in.v.defined())
+    TORCH_CHECK(in.v.numel() == A, "attention_decoder: v must have A = ", A, " elements, got ",
+                in.v.sizes());
   const auto type = in.h0.scalar_type();
   TORCH_CHECK(type == at::kFloat || type == at::kDouble,
               "attention_decoder: float32 or float64 only, got ", type);
@@ -381,7 +381,8 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
     TORCH_CHECK(t->scalar_type() == type && t->device().is_cpu(),
                 "attention_decoder: every input must be a CPU tensor of h0's type (", type, ")");
   auto contiguous = [&](const at::Tensor& t) { return t.to(type).contiguous(); };
-  const auto w_feed = in.w_feed.defined() ? contiguous(in.w_feed) : at::empty({3 * H, 0}, in.h0.options());
+  const auto w_feed =
+      in.w_feed.defined() ? contiguous(in.w_feed) : at::empty({3 * H, 0}, in.h0.options());
   const auto v = in.v.defined() ? contiguous(in.v.reshape({-1})) : at::ones({A}, in.h0.options());
   at::Tensor keep = at::ones({B, S}, in.h0.options().dtype(at::kBool));
   if (in.keep.defined()) {  // a padding mask [B, 1, S] as attnkit::padding_mask makes, or [B, S]
@@ -398,8 +399,8 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
     auto len = in.lengths.to(at::kCPU).to(at::kLong).contiguous();
     steps.assign(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + B);
     for (int64_t n : steps)
-      TORCH_CHECK(n >= 0 && n <= T, "attention_decoder: lengths must lie in [0, T = ", T,
-                  "], got ", n);
+      TORCH_CHECK(n >= 0 && n <= T, "attention_decoder: lengths must lie in [0, T = ", T, "], got ",
+                  n);
   }
   // Longest first, ties in row order (deterministic): the running rows are always a prefix.
   std::vector<int64_t> order(B);
@@ -408,11 +409,10 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
                    [&](int64_t a, int64_t b) { return steps[a] > steps[b]; });
   std::vector<int64_t> sorted_steps(B);
   for (int64_t i = 0; i < B; ++i) sorted_steps[i] = steps[order[i]];
-  auto out = AttentionDecoder::apply(contiguous(in.gates), contiguous(in.h0), w_feed,
-                                     contiguous(in.w_hh), contiguous(in.b_hh),
-                                     contiguous(in.w_query), contiguous(in.keys), v,
-                                     contiguous(in.memory), keep, contiguous(in.w_combine),
-                                     contiguous(in.b_combine), order, sorted_steps);
+  auto out = AttentionDecoder::apply(
+      contiguous(in.gates), contiguous(in.h0), w_feed, contiguous(in.w_hh), contiguous(in.b_hh),
+      contiguous(in.w_query), contiguous(in.keys), v, contiguous(in.memory), keep,
+      contiguous(in.w_combine), contiguous(in.b_combine), order, sorted_steps);
   return {out[0], out[1]};
 }
 

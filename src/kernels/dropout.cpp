@@ -48,10 +48,10 @@ __attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float*
                                                          Key k, uint32_t threshold, float scale) {
   const __m256i step = _mm256_set1_epi32(8), golden = _mm256_set1_epi32(0x9e3779b9),
                 lo = _mm256_set1_epi32(static_cast<int>(k.lo)),
-                hi = _mm256_set1_epi32(static_cast<int>(k.hi)),
-                m1 = _mm256_set1_epi32(0x7feb352d), m2 = _mm256_set1_epi32(0x846ca68b),
+                hi = _mm256_set1_epi32(static_cast<int>(k.hi)), m1 = _mm256_set1_epi32(0x7feb352d),
+                m2 = _mm256_set1_epi32(0x846ca68b),
                 // unsigned x >= t as signed (x ^ 2^31) >= (t ^ 2^31), i.e. not (t' > x')
-                flip = _mm256_set1_epi32(INT32_MIN),
+      flip = _mm256_set1_epi32(INT32_MIN),
                 t = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(threshold)), flip);
   const __m256 vs = _mm256_set1_ps(scale);
   __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

@@ -15,10 +15,10 @@
 namespace attnkit::kernels {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 using gru_rows::gates;
 using gru_rows::gates_backward_row;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 // gh[rows, 3H] = h[rows, H] W_hh^T + b_hh, straight to BLAS for float32: GEMV for a single
 // sentence, and no dispatcher on the per-step loop.
@@ -125,8 +125,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
           std::copy(hb, hb + H, o);
         }
       }
-      for (int64_t b = 0; b < B; ++b)
-        std::copy(Hs + b * H, Hs + (b + 1) * H, Fn + order[b] * H);
+      for (int64_t b = 0; b < B; ++b) std::copy(Hs + b * H, Hs + (b + 1) * H, Fn + order[b] * H);
     });
     ctx->save_for_backward({w_hh, before, save});
     ctx->saved_data["order"] = c10::IValue(order);
@@ -143,10 +142,11 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const int64_t B = before.size(0), T = before.size(1), H = before.size(2);
     const auto dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(before);
-    const auto dfinal = grads[1].defined() ? grads[1].contiguous() : at::zeros({B, H}, before.options());
+    const auto dfinal =
+        grads[1].defined() ? grads[1].contiguous() : at::zeros({B, H}, before.options());
     auto dgi = at::empty({B, T, 3 * H}, before.options());  // zero where a row does not run
     auto dgh = at::empty({B, T, 3 * H}, before.options());
-    auto dh = at::empty({B, H}, before.options());          // dL/dh, by position
+    auto dh = at::empty({B, H}, before.options());            // dL/dh, by position
     auto dgh_step = at::empty({B, 3 * H}, before.options());  // this step's dgh, by position
     auto dh0 = at::empty({B, H}, before.options());
     AT_DISPATCH_FLOATING_TYPES(before.scalar_type(), "gru_sequence_backward", [&] {
@@ -177,8 +177,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
         }
         if (rows > 0) dh.narrow(0, 0, rows).addmm_(dgh_step.narrow(0, 0, rows), w_hh);
       }
-      for (int64_t b = 0; b < B; ++b)
-        std::copy(dH + b * H, dH + (b + 1) * H, dH0 + order[b] * H);
+      for (int64_t b = 0; b < B; ++b) std::copy(dH + b * H, dH + (b + 1) * H, dH0 + order[b] * H);
     });
     // Steps a row did not run have zero dgh, so every step's weight gradient is one GEMM.
     auto dgh_flat = dgh.view({B * T, 3 * H});

@@ -34,8 +34,8 @@ void gates_row(const T* gi, const T* gh, const T* h, T* out, T* save, int64_t H,
 }
 
 __attribute__((target("avx2,fma"))) inline void gates_row_avx2(const float* gi, const float* gh,
-                                                        const float* h, float* out, float* save,
-                                                        int64_t H) {
+                                                               const float* h, float* out,
+                                                               float* save, int64_t H) {
   int64_t j = 0;
   for (; j + 8 <= H; j += 8) {
     const __m256 r =
@@ -80,9 +80,11 @@ void gates_backward_row_scalar(const T* save, const T* h, const T* g, T* dgi, T*
   }
 }
 
-__attribute__((target("avx2,fma"))) inline void gates_backward_row_avx2(
-    const float* save, const float* h, const float* g, float* dgi, float* dgh, float* dh,
-    int64_t H) {
+__attribute__((target("avx2,fma"))) inline void gates_backward_row_avx2(const float* save,
+                                                                        const float* h,
+                                                                        const float* g, float* dgi,
+                                                                        float* dgh, float* dh,
+                                                                        int64_t H) {
   const __m256 one = _mm256_set1_ps(1.f);
   int64_t j = 0;
   for (; j + 8 <= H; j += 8) {
@@ -91,7 +93,8 @@ __attribute__((target("avx2,fma"))) inline void gates_backward_row_avx2(
                  gj = _mm256_loadu_ps(g + j), hj = _mm256_loadu_ps(h + j);
     const __m256 one_z = _mm256_sub_ps(one, z);
     const __m256 dn = _mm256_mul_ps(_mm256_mul_ps(gj, one_z), _mm256_fnmadd_ps(n, n, one));
-    const __m256 dz = _mm256_mul_ps(_mm256_mul_ps(gj, _mm256_sub_ps(hj, n)), _mm256_mul_ps(z, one_z));
+    const __m256 dz =
+        _mm256_mul_ps(_mm256_mul_ps(gj, _mm256_sub_ps(hj, n)), _mm256_mul_ps(z, one_z));
     const __m256 dr =
         _mm256_mul_ps(_mm256_mul_ps(dn, ghn), _mm256_mul_ps(r, _mm256_sub_ps(one, r)));
     _mm256_storeu_ps(dgi + j, dr);

@@ -64,16 +64,15 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
       at::GradMode::is_enabled() &&
       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   const bool supported =
-      rows > 0 && float_cpu(x) && float_cpu(weight) && weight.dim() == 2 &&
-      weight.size(1) == in && weight.stride(1) == 1 &&
+      rows > 0 && float_cpu(x) && float_cpu(weight) && weight.dim() == 2 && weight.size(1) == in &&
+      weight.stride(1) == 1 &&
       (!bias.defined() || (float_cpu(bias) && bias.dim() == 1 && bias.size(0) == weight.size(0)));
   if (!supported) return at::linear(x, weight, bias);
   const int64_t out = weight.size(0);
   auto sizes = x.sizes().vec();
   sizes.back() = out;
   const auto b = bias.defined() ? bias.contiguous() : at::empty({0}, x.options());
-  if (needs_grad)
-    return Affine::apply(x.contiguous().view({rows, in}), weight, b).view(sizes);
+  if (needs_grad) return Affine::apply(x.contiguous().view({rows, in}), weight, b).view(sizes);
   const auto xc = x.contiguous();
   auto y = at::empty(sizes, x.options());
   blas::affine(xc.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),

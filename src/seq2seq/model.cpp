@@ -195,8 +195,8 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
   in.all_gates = kernels::linear(embedded, weights[0].narrow(1, 0, E), weights[2]);  // [B, T, 3H]
-  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                         // [3H, I - E]
-  if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);                      // T x [B, 3H]
+  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                             // [3H, I - E]
+  if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);                          // T x [B, 3H]
   return in;
 }
 
@@ -217,9 +217,9 @@ std::pair<at::Tensor, at::Tensor> DecoderImpl::forced_sequence(const ForcedInput
   const auto weights = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh
   const auto& score = attention->score;
   kernels::AttentionDecoderInputs k;
-  k.gates = in.all_gates;      // [B, T, 3H]
-  k.h0 = s.hidden[0];          // [B, H]
-  k.w_feed = in.w_rest;        // [3H, H] with input feeding (the only rest with attention)
+  k.gates = in.all_gates;  // [B, T, 3H]
+  k.h0 = s.hidden[0];      // [B, H]
+  k.w_feed = in.w_rest;    // [3H, H] with input feeding (the only rest with attention)
   k.w_hh = weights[1];
   k.b_hh = weights[3];
   k.w_query = s.query_weight;  // [A, H]
@@ -305,8 +305,8 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
                   (positions.scalar_type() == at::kBool && positions.sizes() == target_in.sizes()),
               "Seq2Seq: positions must be bool with the target's shape ", target_in.sizes());
   // [B, T, ...] -> [N, ...]: the wanted positions only, row-major.
-  const at::Tensor wanted = positions.defined() ? positions.reshape({-1}).nonzero().squeeze(1)
-                                                : at::Tensor();
+  const at::Tensor wanted =
+      positions.defined() ? positions.reshape({-1}).nonzero().squeeze(1) : at::Tensor();
   auto pick = [&](const at::Tensor& x) {
     return wanted.defined() ? x.reshape({-1, x.size(-1)}).index_select(0, wanted) : x;
   };
@@ -321,7 +321,8 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
     at::Tensor steps;  // [B]: each row's last wanted position + 1
     if (positions.defined())
       steps = (positions.to(at::kLong) * at::arange(1, target_in.size(1) + 1, at::kLong)).amax(1);
-    auto [feeds, attention] = decoder->forced_sequence(inputs, state, steps);  // [B, T, H], [B, T, S]
+    auto [feeds, attention] =
+        decoder->forced_sequence(inputs, state, steps);  // [B, T, H], [B, T, S]
     return {decoder->project(pick(feeds)), attention, {}, {}};
   }
   std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
@@ -348,7 +349,7 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   }
   auto all_logits = project_at_end ? decoder->project(pick(at::cat(feeds, 1)))
                                    : pick(at::stack(logits, 1));  // [B, T, V] or [N, V]
-  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};  // attention [B, T, S]
+  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};   // attention [B, T, S]
   if (!log_prob.empty()) {
     f.log_prob = at::stack(log_prob, 1);  // [B, T]
     f.entropy = at::stack(entropy, 1);

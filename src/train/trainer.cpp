@@ -283,8 +283,8 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
         // every position's.
         const auto real = reinforce ? at::Tensor() : b.target_out != data::Vocab::kPad;
         auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing, real);
-        loss = sequence_loss(out.logits, real.defined() ? b.target_out.masked_select(real)
-                                                        : b.target_out,
+        loss = sequence_loss(out.logits,
+                             real.defined() ? b.target_out.masked_select(real) : b.target_out,
                              o.label_smoothing);
         objective = loss;
         if (reinforce && out.log_prob.defined()) {

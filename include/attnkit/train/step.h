@@ -14,8 +14,9 @@ class Adam;
 namespace attnkit::train {
 
 // Mean label-smoothed cross-entropy over the non-padding target tokens. logits [..., V],
-// target [...] ([B, T, V] and [B, T], or the real tokens only: [N, V] and [N]). fused: kernels::label_smoothed_cross_entropy; false: the composite reference
-// (log_softmax, gather, mean).
+// target [...] ([B, T, V] and [B, T], or the real tokens only: [N, V] and [N]). fused:
+// kernels::label_smoothed_cross_entropy; false: the composite reference (log_softmax, gather,
+// mean).
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
                          bool fused = true);
 
