@@ -1,6 +1,7 @@
 #include "attnkit/kernels/dropout.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -83,6 +84,7 @@ void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p, T scale
 class Dropout : public torch::autograd::Function<Dropout> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
+    RECORD_FUNCTION("attnkit::dropout", std::vector<c10::IValue>());
     uint64_t seed;
     {
       auto gen = at::detail::getDefaultCPUGenerator();

@@ -1,6 +1,7 @@
 #include "attnkit/kernels/gru.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -93,6 +94,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
                                const at::Tensor& w_hh, const at::Tensor& b_hh,
                                std::vector<int64_t> order, std::vector<int64_t> lengths,
                                bool reverse) {
+    RECORD_FUNCTION("attnkit::gru_sequence", std::vector<c10::IValue>());
     const int64_t B = gi.size(0), T = gi.size(1), H = h0.size(1);
     auto out = at::empty({B, T, H}, h0.options());       // zero where a row does not run
     auto before = at::empty({B, T, H}, h0.options());    // the state entering each step (or 0)

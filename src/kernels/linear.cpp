@@ -1,6 +1,7 @@
 #include "attnkit/kernels/linear.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "blas.h"
@@ -21,6 +22,7 @@ class Affine : public torch::autograd::Function<Affine> {
   // empty.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& b) {
+    RECORD_FUNCTION("attnkit::linear", std::vector<c10::IValue>());
     const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
     auto y = at::empty({rows, out}, x.options());
     blas::affine(x.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),

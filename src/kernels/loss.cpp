@@ -1,6 +1,7 @@
 #include "attnkit/kernels/loss.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -57,6 +58,7 @@ class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntro
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
                             const at::Tensor& target, double eps, int64_t ignore) {
+    RECORD_FUNCTION("attnkit::label_smoothed_cross_entropy", std::vector<c10::IValue>());
     const int64_t M = logits.size(0), V = logits.size(1);
     auto loss = at::zeros({M}, logits.options());
     auto lse = at::zeros({M}, logits.options());
