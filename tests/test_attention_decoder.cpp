@@ -187,6 +187,18 @@ TEST(AttentionDecoder, FullyMaskedRowHasZeroWeightsAndNoNaN) {
   EXPECT_TRUE(close(r.in.keys.grad()[1].narrow(0, 2, 2), at::zeros({2, 5}), 0, 0));
 }
 
+TEST(AttentionDecoder, NoStepsAtAllGiveZerosAndZeroGradients) {
+  at::manual_seed(30);
+  auto r = random_inputs(true, true, at::kFloat);
+  r.in.lengths = at::zeros({3}, at::kLong);
+  auto out = kernels::attention_decoder(r.in);
+  EXPECT_TRUE(close(out.feeds, at::zeros({3, 4, 3}), 0, 0));
+  EXPECT_TRUE(close(out.weights, at::zeros({3, 4, 4}), 0, 0));
+  testing::projection_loss(out.feeds, out.weights, 31).backward();
+  for (const auto& t : r.differentiable)
+    EXPECT_TRUE(close(t.grad(), at::zeros_like(t), 0, 0)) << t.sizes();
+}
+
 TEST(AttentionDecoder, FloatAgreesWithDouble) {
   at::manual_seed(26);
   auto r = random_inputs(true, true, at::kDouble);
