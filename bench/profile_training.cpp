@@ -43,8 +43,11 @@ int main(int argc, char** argv) {
     attnkit::train::clear_gradients(model->parameters());
     at::Tensor loss;
     phase("step: forward", [&] {
-      auto out = model->forward(source, lengths, target.narrow(1, 0, T), 1.0, real);
-      loss = attnkit::train::sequence_loss(out.logits, target_out.masked_select(real), 0.1);
+      auto out = model->forward(source, lengths, target.narrow(1, 0, T), 1.0, real,
+                                attnkit::seq2seq::Head::Features);
+      loss = attnkit::train::projected_loss(out.features, model->decoder->output->weight,
+                                            model->decoder->output->bias,
+                                            target_out.masked_select(real), 0.1);
     });
     phase("step: backward", [&] { loss.backward(); });
     phase("step: clip", [&] { attnkit::train::clip_grad_norm(model->parameters(), 1.0); });

@@ -7,6 +7,7 @@
 
 #include "attnkit/kernels/attention_decoder.h"
 #include "attnkit/seq2seq/model.h"
+#include "attnkit/train/step.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -98,6 +99,44 @@ TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
           << "parameter " << i << (fused ? ", fused" : ", reference");
     }
   }
+}
+
+// Training's path: the output layer's input (Head::Features) through the layer fused with the
+// loss gives the loss, and every parameter gradient, of the logits through sequence_loss.
+TEST(AttentionDecoder, FeaturesThroughTheFusedLossMatchLogitsThroughTheLoss) {
+  for (bool fused : {true, false}) {
+    at::manual_seed(32);
+    seq2seq::Seq2Seq model(
+        seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8).dropout(0.0).fused_kernels(
+            fused));
+    auto source = at::randint(1, 11, {3, 5}, at::kLong);
+    auto lengths = at::tensor({5, 2, 4}, at::kLong);
+    auto target_in = at::randint(1, 13, {3, 4}, at::kLong);
+    auto target_out = at::randint(1, 13, {3, 4}, at::kLong);
+    target_out.index_put_({1, at::indexing::Slice(2)}, 0);
+    const auto real = target_out != 0;
+    const auto wanted = target_out.masked_select(real);
+    auto expected = train::sequence_loss(
+        model->forward(source, lengths, target_in, 1.0, real).logits, wanted, 0.1);
+    auto expected_grads = torch::autograd::grad({expected}, model->parameters(), {}, false, false,
+                                                /*allow_unused=*/true);
+    auto out = model->forward(source, lengths, target_in, 1.0, real, seq2seq::Head::Features);
+    ASSERT_FALSE(out.logits.defined());
+    auto actual = train::projected_loss(out.features, model->decoder->output->weight,
+                                        model->decoder->output->bias, wanted, 0.1, fused);
+    EXPECT_TRUE(close(actual, expected, 1e-6, 1e-5)) << (fused ? "fused" : "reference");
+    auto actual_grads = torch::autograd::grad({actual}, model->parameters(), {}, false, false,
+                                              /*allow_unused=*/true);
+    for (size_t i = 0; i < actual_grads.size(); ++i) {
+      if (!expected_grads[i].defined()) continue;
+      EXPECT_TRUE(close(actual_grads[i], expected_grads[i], 1e-6, 1e-4))
+          << "parameter " << i << (fused ? ", fused" : ", reference");
+    }
+  }
+  seq2seq::Seq2Seq model(seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8));
+  EXPECT_THROW(model->forward(at::ones({1, 2}, at::kLong), at::tensor({2}, at::kLong),
+                              at::ones({1, 2}, at::kLong), 0.5, {}, seq2seq::Head::Features),
+               c10::Error);
 }
 
 struct Inputs {

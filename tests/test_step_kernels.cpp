@@ -95,6 +95,32 @@ TEST(LossKernel, LargeLogitsStayFinite) {
   EXPECT_NEAR(loss[0].item<float>(), 0.9 * 2e4 + 0.1 * (1e4 - 0), 1.0);
 }
 
+// The output layer fused with the loss against the layer followed by the loss: per-token values
+// and the gradients of x, of a weight that is a column block of a wider one, and of the bias,
+// with ignored rows, for a mean (one upstream gradient for every row, GEMM's alpha) and for
+// different upstream gradients per row.
+TEST(LossKernel, LinearCrossEntropyMatchesTheLayerThenTheLoss) {
+  at::manual_seed(17);
+  const int64_t N = 37, K = 20, V = 53;  // V off the vector width
+  auto target = at::randint(1, V, {N}, at::kLong);
+  target.index_put_({at::indexing::Slice(0, N, 5)}, 0);  // every fifth row ignored
+  for (double eps : {0.0, 0.1})
+    for (bool mean : {true, false}) {
+      SCOPED_TRACE("eps " + std::to_string(eps) + (mean ? ", mean" : ", weighted rows"));
+      auto x = at::randn({N, K}).requires_grad_();
+      auto wide = (at::randn({V, K + 3}) * 0.3).requires_grad_();
+      auto bias = at::randn({V}).requires_grad_();
+      const auto upstream = mean ? at::full({N}, 1.0 / N) : at::rand({N});
+      auto fused = kernels::linear_cross_entropy(x, wide.narrow(1, 3, K), bias, target, eps, 0);
+      auto reference = kernels::label_smoothed_cross_entropy(
+          at::linear(x, wide.narrow(1, 3, K), bias), target, eps, 0);
+      EXPECT_TRUE(close(fused, reference, 1e-5, 1e-5));
+      auto ga = torch::autograd::grad({(fused * upstream).sum()}, {x, wide, bias});
+      auto ge = torch::autograd::grad({(reference * upstream).sum()}, {x, wide, bias});
+      for (size_t i = 0; i < ga.size(); ++i) EXPECT_TRUE(close(ga[i], ge[i], 1e-6, 1e-4)) << i;
+    }
+}
+
 TEST(LossKernel, RejectsTargetsOutsideTheVocabulary) {
   EXPECT_THROW(kernels::label_smoothed_cross_entropy(at::zeros({2, 3}),
                                                      at::tensor({1, 3}, at::kLong), 0.1, 0),

@@ -1,15 +1,16 @@
 #include "attnkit/kernels/loss.h"
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "blas.h"
 #include "simd.h"
 
 namespace attnkit::kernels {
@@ -116,6 +117,98 @@ class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntro
   }
 };
 
+// y = exp(x - m) / s - c, in place, and colsum += y.
+void normalise_row(float* row, float* colsum, int64_t n, float inv_s, float c) {
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = row[j] * inv_s - c;
+    colsum[j] += row[j];
+  }
+}
+
+// The output layer and the loss in one node. Forward: one GEMM for the logits, then one pass per
+// row (while it is in cache) that computes the row's loss and overwrites its logits with the
+// loss's gradient for an upstream gradient of 1, summing those rows for the bias. Backward: the
+// two GEMMs of the linear layer read that gradient, scaled by the upstream gradient through
+// GEMM's alpha when it is the same for every row (a mean loss), so neither the logits nor the
+// loss's own backward pass are kept or run.
+class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+ public:
+  // x [N, K] contiguous, w [V, K] (unit column stride), b [V], target [N]: float32.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b, const at::Tensor& target, double eps,
+                            int64_t ignore) {
+    RECORD_FUNCTION("attnkit::linear_cross_entropy", std::vector<c10::IValue>());
+    const int64_t N = x.size(0), K = x.size(1), V = w.size(0);
+    auto d = at::empty({N, V}, x.options());  // the logits, then dL/dlogits for dL/dloss = 1
+    auto colsum = at::zeros({V}, x.options());
+    auto loss = at::zeros({N}, x.options());
+    blas::affine(x.data_ptr<float>(), static_cast<int>(N), static_cast<int>(K), w.data_ptr<float>(),
+                 static_cast<int>(V), b.data_ptr<float>(), d.data_ptr<float>(),
+                 static_cast<int>(w.stride(0)));
+    const int64_t* tgt = target.data_ptr<int64_t>();
+    float *D = d.data_ptr<float>(), *L = loss.data_ptr<float>(), *Cs = colsum.data_ptr<float>();
+    const float e = static_cast<float>(eps);
+    for (int64_t m = 0; m < N; ++m) {
+      float* row = D + m * V;
+      if (tgt[m] == ignore) {
+        std::fill(row, row + V, 0.f);
+        continue;
+      }
+      const float mx = row_max(row, V), total = row_sum(row, V), xt = row[tgt[m]];
+      const float sum = exp_sum<float>(row, row, V, mx);  // the row now holds exp(x - mx)
+      const float lse = mx + std::log(sum);
+      L[m] = (1 - e) * (lse - xt) + e * (lse - total / V);
+      normalise_row(row, Cs, V, 1.f / sum, e / V);  // softmax - eps / V
+      row[tgt[m]] -= 1 - e;
+      Cs[tgt[m]] -= 1 - e;
+    }
+    ctx->save_for_backward({x, w, d, colsum, target});
+    ctx->saved_data["ignore"] = ignore;
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &d = saved[2], &colsum = saved[3], &target = saved[4];
+    const int64_t ignore = ctx->saved_data["ignore"].toInt();
+    const auto g = grads[0].contiguous();
+    const int64_t N = x.size(0);
+    const int K = static_cast<int>(x.size(1)), V = static_cast<int>(w.size(0)),
+              ldw = static_cast<int>(w.stride(0));
+    // One upstream gradient for every row that has a loss (ignored rows have a zero gradient
+    // whatever theirs is): then it is GEMM's alpha. Otherwise the rows are scaled first.
+    const int64_t* tgt = target.data_ptr<int64_t>();
+    const float* G = g.data_ptr<float>();
+    bool uniform = true, any = false;
+    float alpha = 0.f;
+    for (int64_t m = 0; m < N; ++m) {
+      if (tgt[m] == ignore) continue;
+      if (!any) alpha = G[m], any = true;
+      uniform = uniform && G[m] == alpha;
+    }
+    at::Tensor dy = d, db;
+    if (uniform) {
+      db = colsum * alpha;
+    } else {
+      dy = d * g.unsqueeze(1);
+      db = dy.sum(0);
+      alpha = 1.f;
+    }
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) {
+      dx = at::empty_like(x);  // dy W
+      blas::gemm(false, false, static_cast<int>(N), K, V, alpha, dy.data_ptr<float>(), V,
+                 w.data_ptr<float>(), ldw, 0.f, dx.data_ptr<float>(), K);
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = at::empty({V, K}, x.options());  // dy^T x
+      blas::gemm(true, false, V, K, static_cast<int>(N), alpha, dy.data_ptr<float>(), V,
+                 x.data_ptr<float>(), K, 0.f, dw.data_ptr<float>(), K);
+    }
+    return {dx, dw, db, {}, {}, {}};
+  }
+};
+
 }  // namespace
 
 at::Tensor label_smoothed_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
@@ -133,6 +226,34 @@ at::Tensor label_smoothed_cross_entropy(const at::Tensor& logits, const at::Tens
   TORCH_CHECK(valid.all().item<bool>(),
               "label_smoothed_cross_entropy: a target id is outside [0, V = ", logits.size(1), ")");
   return SmoothedCrossEntropy::apply(logits.contiguous(), t, smoothing, ignore_index);
+}
+
+at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias, const at::Tensor& target, double smoothing,
+                                int64_t ignore_index) {
+  TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
+              "linear_cross_entropy: x must be [N, K] and weight [V, K], got ", x.sizes(), " and ",
+              weight.sizes());
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0),
+              "linear_cross_entropy: bias must be [V] = [", weight.size(0), "], got ",
+              bias.sizes());
+  const bool fast = x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat &&
+                    bias.scalar_type() == at::kFloat && x.device().is_cpu() &&
+                    weight.device().is_cpu() && weight.stride(1) == 1 && x.size(0) > 0;
+  if (!fast)  // the reference: the layer, then the loss
+    return label_smoothed_cross_entropy(at::linear(x, weight, bias), target, smoothing,
+                                        ignore_index);
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == x.size(0) && target.scalar_type() == at::kLong,
+              "linear_cross_entropy: target must be [N] = [", x.size(0), "] long, got ",
+              target.sizes(), " ", target.scalar_type());
+  TORCH_CHECK(smoothing >= 0 && smoothing < 1,
+              "linear_cross_entropy: smoothing must be in [0, 1), got ", smoothing);
+  auto t = target.contiguous();
+  const auto valid = (t == ignore_index) | ((t >= 0) & (t < weight.size(0)));
+  TORCH_CHECK(valid.all().item<bool>(),
+              "linear_cross_entropy: a target id is outside [0, V = ", weight.size(0), ")");
+  return LinearCrossEntropy::apply(x.contiguous(), weight, bias.contiguous(), t, smoothing,
+                                   ignore_index);
 }
 
 }  // namespace attnkit::kernels

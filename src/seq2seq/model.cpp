@@ -286,8 +286,12 @@ at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Te
   return at::stack(states);  // [L, N, H]
 }
 
+at::Tensor DecoderImpl::head_input(const at::Tensor& feed) {
+  return drop(feed, options.dropout(), options, is_training());
+}
+
 at::Tensor DecoderImpl::project(const at::Tensor& feed) {
-  auto x = drop(feed, options.dropout(), options, is_training());
+  auto x = head_input(feed);
   return options.fused_kernels() ? kernels::linear(x, output->weight, output->bias) : output(x);
 }
 
@@ -298,7 +302,7 @@ Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) 
 
 ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
                                    const at::Tensor& target_in, double teacher_forcing,
-                                   const at::Tensor& positions) {
+                                   const at::Tensor& positions, Head head) {
   TORCH_CHECK(target_in.dim() == 2 && target_in.size(0) == source.size(0), "Seq2Seq: target ",
               target_in.sizes(), " must be [B, T] for source ", source.sizes());
   TORCH_CHECK(!positions.defined() ||
@@ -309,6 +313,13 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
       positions.defined() ? positions.reshape({-1}).nonzero().squeeze(1) : at::Tensor();
   auto pick = [&](const at::Tensor& x) {
     return wanted.defined() ? x.reshape({-1, x.size(-1)}).index_select(0, wanted) : x;
+  };
+  TORCH_CHECK(head == Head::Logits || teacher_forcing >= 1.0,
+              "Seq2Seq: Head::Features needs full teacher forcing (each step of a partly "
+              "free-running decoder needs its logits)");
+  // The end of the forward pass from the attentional vectors [..., H].
+  auto finish = [&](const at::Tensor& feeds) {
+    return head == Head::Features ? decoder->head_input(feeds) : decoder->project(feeds);
   };
   auto state = decoder->start(encoder->forward(source, lengths));
   // With full teacher forcing no step needs the previous step's prediction, so the output
@@ -323,7 +334,10 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
       steps = (positions.to(at::kLong) * at::arange(1, target_in.size(1) + 1, at::kLong)).amax(1);
     auto [feeds, attention] =
         decoder->forced_sequence(inputs, state, steps);  // [B, T, H], [B, T, S]
-    return {decoder->project(pick(feeds)), attention, {}, {}};
+    ForwardOutput f;
+    (head == Head::Features ? f.features : f.logits) = finish(pick(feeds));
+    f.attention = attention;
+    return f;
   }
   std::vector<at::Tensor> logits, feeds, attention, log_prob, entropy;
   at::Tensor previous;
@@ -347,9 +361,11 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
       entropy.push_back(out.entropy);
     }
   }
-  auto all_logits = project_at_end ? decoder->project(pick(at::cat(feeds, 1)))
-                                   : pick(at::stack(logits, 1));  // [B, T, V] or [N, V]
-  ForwardOutput f{all_logits, at::stack(attention, 1), {}, {}};   // attention [B, T, S]
+  ForwardOutput f;
+  auto end = project_at_end ? finish(pick(at::cat(feeds, 1)))
+                            : pick(at::stack(logits, 1));  // [B, T, V] or [N, V] (or H)
+  (head == Head::Features ? f.features : f.logits) = end;
+  f.attention = at::stack(attention, 1);  // [B, T, S]
   if (!log_prob.empty()) {
     f.log_prob = at::stack(log_prob, 1);  // [B, T]
     f.entropy = at::stack(entropy, 1);

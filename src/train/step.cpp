@@ -26,6 +26,16 @@ at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, dou
   return (loss * mask).sum() / mask.sum().clamp_min(1);
 }
 
+at::Tensor projected_loss(const at::Tensor& features, const at::Tensor& weight,
+                          const at::Tensor& bias, const at::Tensor& target, double smoothing,
+                          bool fused) {
+  if (!fused) return sequence_loss(at::linear(features, weight, bias), target, smoothing, false);
+  auto per_token = kernels::linear_cross_entropy(features.reshape({-1, features.size(-1)}), weight,
+                                                 bias, target.reshape({-1}), smoothing,
+                                                 data::Vocab::kPad);  // [N]
+  return per_token.sum() / (target != data::Vocab::kPad).sum().clamp_min(1);
+}
+
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
   double squares = 0;
   std::vector<at::Tensor> grads;

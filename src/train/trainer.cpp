@@ -133,6 +133,14 @@ void set_lr(torch::optim::Adam& optimizer, double lr) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
 }
 
+// The loss from the output layer's input (Head::Features), with the model's output layer.
+at::Tensor output_loss(Seq2Seq& model, const at::Tensor& features, const at::Tensor& target,
+                       double smoothing) {
+  const auto& layer = model->decoder->output;
+  return projected_loss(features, layer->weight, layer->bias, target, smoothing,
+                        model->options.fused_kernels());
+}
+
 double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t batch_size) {
   if (valid.empty()) return 0;
   torch::NoGradGuard no_grad;
@@ -144,10 +152,11 @@ double validation_loss(Seq2Seq& model, const std::vector<Example>& valid, size_t
     for (size_t i = start; i < std::min(valid.size(), start + batch_size); ++i)
       members.push_back(i);
     auto b = collate(valid, members);
-    const auto real = b.target_out != data::Vocab::kPad;  // logits for the real tokens only
-    auto out = model->forward(b.source, b.lengths, b.target_in, 1.0, real);
-    total += sequence_loss(out.logits, b.target_out.masked_select(real), 0.0).item<double>() *
-             b.target_tokens;
+    const auto real = b.target_out != data::Vocab::kPad;  // the real tokens only
+    auto out = model->forward(b.source, b.lengths, b.target_in, 1.0, real, seq2seq::Head::Features);
+    total +=
+        output_loss(model, out.features, b.target_out.masked_select(real), 0.0).item<double>() *
+        b.target_tokens;
     tokens += b.target_tokens;
   }
   model->train();
@@ -279,13 +288,16 @@ TrainResult train_model(Seq2Seq& model, const seq2seq::ModelConfig& config,
       if (!members.empty()) {
         auto b = collate(data.train, members);
         batch_tokens = b.target_tokens;
-        // Logits for the real target tokens only, padding skipped; REINFORCE's reward reads
-        // every position's.
+        // The real target tokens only, padding skipped, through the output layer fused with
+        // the loss; REINFORCE's reward reads every position's logits, and a partly
+        // free-running decoder needs each step's.
         const auto real = reinforce ? at::Tensor() : b.target_out != data::Vocab::kPad;
-        auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing, real);
-        loss = sequence_loss(out.logits,
-                             real.defined() ? b.target_out.masked_select(real) : b.target_out,
-                             o.label_smoothing);
+        const bool fused_head = !reinforce && o.teacher_forcing >= 1.0;
+        auto out = model->forward(b.source, b.lengths, b.target_in, o.teacher_forcing, real,
+                                  fused_head ? seq2seq::Head::Features : seq2seq::Head::Logits);
+        const auto target = real.defined() ? b.target_out.masked_select(real) : b.target_out;
+        loss = fused_head ? output_loss(model, out.features, target, o.label_smoothing)
+                          : sequence_loss(out.logits, target, o.label_smoothing);
         objective = loss;
         if (reinforce && out.log_prob.defined()) {
           // Xu et al. (2015): reward = -per-sentence NLL, a moving-average baseline, entropy bonus.

@@ -126,6 +126,8 @@ class DecoderImpl : public torch::nn::Module {
                                                     const at::Tensor& steps = {});
   // Attentional vectors [..., H] -> logits [..., V].
   at::Tensor project(const at::Tensor& feed);
+  // What the output layer multiplies: the attentional vectors after dropout.
+  at::Tensor head_input(const at::Tensor& feed);
   // One GRU step: input [N, I], hidden [layers, N, H] -> new hidden [layers, N, H].
   at::Tensor run_gru(const at::Tensor& input, const at::Tensor& hidden);
   // The same with the first layer's input projection given: gates [N, 3H].
@@ -147,8 +149,13 @@ class DecoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Decoder);
 
+// What Seq2Seq::forward ends with: the logits, or the output layer's input for a loss that
+// applies the layer itself (train::projected_loss fuses the two).
+enum class Head { Logits, Features };
+
 struct ForwardOutput {
   at::Tensor logits;     // [B, T, V], or [N, V] for the positions Seq2Seq::forward was given
+  at::Tensor features;   // Head::Features instead of logits: [B, T, H], or [N, H]
   at::Tensor attention;  // [B, T, S]
   at::Tensor log_prob;   // [B, T] (REINFORCE only)
   at::Tensor entropy;    // [B, T] (REINFORCE only)
@@ -162,10 +169,11 @@ class Seq2SeqImpl : public torch::nn::Module {
   // `positions` ([B, T] bool, e.g. target_out != <pad>) asks for the logits of those positions
   // only: logits are then [N, V], the N true positions in row-major order (attention stays
   // [B, T, S]). The output layer then runs on N rows instead of B * T, and the fused decoder
-  // (Decoder::fuses_sequence) stops each row after its last wanted position.
+  // (Decoder::fuses_sequence) stops each row after its last wanted position. Head::Features
+  // (full teacher forcing only) returns the output layer's input instead of the logits.
   ForwardOutput forward(const at::Tensor& source, const at::Tensor& lengths,
                         const at::Tensor& target_in, double teacher_forcing = 1.0,
-                        const at::Tensor& positions = {});
+                        const at::Tensor& positions = {}, Head head = Head::Logits);
 
   Seq2SeqOptions options;
   Encoder encoder{nullptr};

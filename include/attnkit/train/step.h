@@ -20,6 +20,14 @@ namespace attnkit::train {
 at::Tensor sequence_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
                          bool fused = true);
 
+// The same loss from the output layer's input: features [N, H] (Seq2Seq's Head::Features),
+// the layer's weight [V, H] and bias [V], target [N]. fused: the layer and the loss as one node
+// (kernels::linear_cross_entropy), which keeps no logits; false: the layer, then the composite
+// sequence_loss.
+at::Tensor projected_loss(const at::Tensor& features, const at::Tensor& weight,
+                          const at::Tensor& bias, const at::Tensor& target, double label_smoothing,
+                          bool fused = true);
+
 // Scales all gradients by min(1, max_norm / their global L2 norm), as
 // torch::nn::utils::clip_grad_norm_ does, in place and without its per-parameter dtype round
 // trips; returns the norm before clipping.
