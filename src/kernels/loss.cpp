@@ -126,7 +126,7 @@ void normalise_row(float* row, float* colsum, int64_t n, float inv_s, float c) {
 }
 
 // The output layer and the loss in one node. Forward: one GEMM for the logits, then one pass per
-// row (while it is in cache) that computes the row's loss and overwrites its logits with the
+// row (while it is in cache) that adds the bias, computes the row's loss and overwrites it with the
 // loss's gradient for an upstream gradient of 1, summing those rows for the bias. Backward: the
 // two GEMMs of the linear layer read that gradient, scaled by the upstream gradient through
 // GEMM's alpha when it is the same for every row (a mean loss), so neither the logits nor the
@@ -142,11 +142,14 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     auto d = at::empty({N, V}, x.options());  // the logits, then dL/dlogits for dL/dloss = 1
     auto colsum = at::zeros({V}, x.options());
     auto loss = at::zeros({N}, x.options());
-    blas::affine(x.data_ptr<float>(), static_cast<int>(N), static_cast<int>(K), w.data_ptr<float>(),
-                 static_cast<int>(V), b.data_ptr<float>(), d.data_ptr<float>(),
+    // Without the bias: it is added row by row below, where each row is read anyway, instead of
+    // being copied into every row first for GEMM to read back.
+    blas::linear(x.data_ptr<float>(), static_cast<int>(N), static_cast<int>(K), w.data_ptr<float>(),
+                 static_cast<int>(V), d.data_ptr<float>(), /*accumulate=*/false, 0, 0,
                  static_cast<int>(w.stride(0)));
     const int64_t* tgt = target.data_ptr<int64_t>();
     float *D = d.data_ptr<float>(), *L = loss.data_ptr<float>(), *Cs = colsum.data_ptr<float>();
+    const float* B = b.data_ptr<float>();
     const float e = static_cast<float>(eps);
     for (int64_t m = 0; m < N; ++m) {
       float* row = D + m * V;
@@ -154,6 +157,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
         std::fill(row, row + V, 0.f);
         continue;
       }
+      for (int64_t j = 0; j < V; ++j) row[j] += B[j];
       const float mx = row_max(row, V), total = row_sum(row, V), xt = row[tgt[m]];
       const float sum = exp_sum<float>(row, row, V, mx);  // the row now holds exp(x - mx)
       const float lse = mx + std::log(sum);
