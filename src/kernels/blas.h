@@ -68,4 +68,13 @@ inline void affine(const float* x, int rows, int in, const float* w, int out, co
   linear(x, rows, in, w, out, y, /*accumulate=*/bias != nullptr, 0, 0, ldw);
 }
 
+// The backward pass of y = x W^T for dy [rows, out]: dx [rows, in] = alpha dy W and
+// dw [out, in] = alpha dy^T x, each skipped when its pointer is null. W is read with rows ldw
+// apart, as linear() reads it.
+inline void linear_backward(const float* dy, int rows, int in, int out, const float* x,
+                            const float* w, int ldw, float alpha, float* dx, float* dw) {
+  if (dx) gemm(false, false, rows, in, out, alpha, dy, out, w, ldw, 0.f, dx, in);
+  if (dw) gemm(true, false, out, in, rows, alpha, dy, out, x, in, 0.f, dw, in);
+}
+
 }  // namespace attnkit::kernels::blas

@@ -41,16 +41,12 @@ class Affine : public torch::autograd::Function<Affine> {
     const int rows = static_cast<int>(x.size(0)), in = static_cast<int>(x.size(1)),
               out = static_cast<int>(w.size(0)), ldw = static_cast<int>(w.stride(0));
     at::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) {
-      dx = at::empty_like(x);  // dy W
-      blas::gemm(false, false, rows, in, out, 1.f, dy.data_ptr<float>(), out, w.data_ptr<float>(),
-                 ldw, 0.f, dx.data_ptr<float>(), in);
-    }
-    if (ctx->needs_input_grad(1)) {
-      dw = at::empty({out, in}, x.options());  // dy^T x
-      blas::gemm(true, false, out, in, rows, 1.f, dy.data_ptr<float>(), out, x.data_ptr<float>(),
-                 in, 0.f, dw.data_ptr<float>(), in);
-    }
+    if (ctx->needs_input_grad(0)) dx = at::empty_like(x);
+    if (ctx->needs_input_grad(1)) dw = at::empty({out, in}, x.options());
+    blas::linear_backward(dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(),
+                          w.data_ptr<float>(), ldw, 1.f,
+                          dx.defined() ? dx.data_ptr<float>() : nullptr,
+                          dw.defined() ? dw.data_ptr<float>() : nullptr);
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
     return {dx, dw, db};
   }

@@ -199,19 +199,30 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       alpha = 1.f;
     }
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0)) {
-      dx = at::empty_like(x);  // dy W
-      blas::gemm(false, false, static_cast<int>(N), K, V, alpha, dy.data_ptr<float>(), V,
-                 w.data_ptr<float>(), ldw, 0.f, dx.data_ptr<float>(), K);
-    }
-    if (ctx->needs_input_grad(1)) {
-      dw = at::empty({V, K}, x.options());  // dy^T x
-      blas::gemm(true, false, V, K, static_cast<int>(N), alpha, dy.data_ptr<float>(), V,
-                 x.data_ptr<float>(), K, 0.f, dw.data_ptr<float>(), K);
-    }
+    if (ctx->needs_input_grad(0)) dx = at::empty_like(x);
+    if (ctx->needs_input_grad(1)) dw = at::empty({V, K}, x.options());
+    blas::linear_backward(dy.data_ptr<float>(), static_cast<int>(N), K, V, x.data_ptr<float>(),
+                          w.data_ptr<float>(), ldw, alpha,
+                          dx.defined() ? dx.data_ptr<float>() : nullptr,
+                          dw.defined() ? dw.data_ptr<float>() : nullptr);
     return {dx, dw, db, {}, {}, {}};
   }
 };
+
+// target [rows] long, every id in [0, V) or ignore_index, smoothing in [0, 1): the target,
+// contiguous.
+at::Tensor checked_targets(const at::Tensor& target, int64_t rows, int64_t V, double smoothing,
+                           int64_t ignore_index, const char* who) {
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows && target.scalar_type() == at::kLong, who,
+              ": target must be [", rows, "] long, got ", target.sizes(), " ",
+              target.scalar_type());
+  TORCH_CHECK(smoothing >= 0 && smoothing < 1, who, ": smoothing must be in [0, 1), got ",
+              smoothing);
+  auto t = target.contiguous();
+  const auto valid = (t == ignore_index) | ((t >= 0) & (t < V));
+  TORCH_CHECK(valid.all().item<bool>(), who, ": a target id is outside [0, V = ", V, ")");
+  return t;
+}
 
 }  // namespace
 
@@ -219,16 +230,8 @@ at::Tensor label_smoothed_cross_entropy(const at::Tensor& logits, const at::Tens
                                         double smoothing, int64_t ignore_index) {
   TORCH_CHECK(logits.dim() == 2, "label_smoothed_cross_entropy: logits must be [M, V], got ",
               logits.sizes());
-  TORCH_CHECK(
-      target.dim() == 1 && target.size(0) == logits.size(0) && target.scalar_type() == at::kLong,
-      "label_smoothed_cross_entropy: target must be [M] = [", logits.size(0), "] long, got ",
-      target.sizes(), " ", target.scalar_type());
-  TORCH_CHECK(smoothing >= 0 && smoothing < 1,
-              "label_smoothed_cross_entropy: smoothing must be in [0, 1), got ", smoothing);
-  auto t = target.contiguous();
-  const auto valid = (t == ignore_index) | ((t >= 0) & (t < logits.size(1)));
-  TORCH_CHECK(valid.all().item<bool>(),
-              "label_smoothed_cross_entropy: a target id is outside [0, V = ", logits.size(1), ")");
+  const auto t = checked_targets(target, logits.size(0), logits.size(1), smoothing, ignore_index,
+                                 "label_smoothed_cross_entropy");
   return SmoothedCrossEntropy::apply(logits.contiguous(), t, smoothing, ignore_index);
 }
 
@@ -247,15 +250,8 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
   if (!fast)  // the reference: the layer, then the loss
     return label_smoothed_cross_entropy(at::linear(x, weight, bias), target, smoothing,
                                         ignore_index);
-  TORCH_CHECK(target.dim() == 1 && target.size(0) == x.size(0) && target.scalar_type() == at::kLong,
-              "linear_cross_entropy: target must be [N] = [", x.size(0), "] long, got ",
-              target.sizes(), " ", target.scalar_type());
-  TORCH_CHECK(smoothing >= 0 && smoothing < 1,
-              "linear_cross_entropy: smoothing must be in [0, 1), got ", smoothing);
-  auto t = target.contiguous();
-  const auto valid = (t == ignore_index) | ((t >= 0) & (t < weight.size(0)));
-  TORCH_CHECK(valid.all().item<bool>(),
-              "linear_cross_entropy: a target id is outside [0, V = ", weight.size(0), ")");
+  const auto t = checked_targets(target, x.size(0), weight.size(0), smoothing, ignore_index,
+                                 "linear_cross_entropy");
   return LinearCrossEntropy::apply(x.contiguous(), weight, bias.contiguous(), t, smoothing,
                                    ignore_index);
 }
