@@ -211,12 +211,19 @@ TEST(Training, ResumeIsBitIdentical) {
     }
     return model;
   };
-  testing::ScratchDir straight_dir("straight"), resumed_dir("resumed");
-  auto straight = run(straight_dir.path(), {12}, 0.7);
-  auto resumed = run(resumed_dir.path(), {7, 5}, 0.7);
-  auto a = straight->named_parameters(), b = resumed->named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& p : a) EXPECT_TRUE(p.value().equal(b[p.key()])) << p.key();
+  // Partly free-running (per-step decoder and logits), and fully teacher-forced (the decoder
+  // kernel and the output layer fused with the loss).
+  for (double teacher_forcing : {0.7, 1.0}) {
+    SCOPED_TRACE("teacher forcing " + std::to_string(teacher_forcing));
+    testing::ScratchDir straight_dir("straight"), resumed_dir("resumed");
+    auto straight = run(straight_dir.path(), {12}, teacher_forcing);
+    auto resumed = run(resumed_dir.path(), {7, 5}, teacher_forcing);
+    auto a = straight->named_parameters(), b = resumed->named_parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& p : a) EXPECT_TRUE(p.value().equal(b[p.key()])) << p.key();
+  }
+  testing::ScratchDir straight_dir("straight");
+  auto a = run(straight_dir.path(), {12}, 1.0)->named_parameters();
   // And the training moved the parameters at all.
   at::manual_seed(5);
   seq2seq::Seq2Seq untrained(t.config.model);
