@@ -134,7 +134,7 @@ def main():
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--filter", default="^(Attention|SDPA|Multihead)/",
-                    help="which C++ cases (the Kernel/ and Sgemm/ cases have no Python side)")
+                    help="which C++ cases (Kernel/, Loss/, Decoder/, Encoder/ and Sgemm/ have no Python side)")
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", help="also write the table to this Markdown file")
