@@ -13,6 +13,7 @@
 #include "blas.h"
 #include "gru_rows.h"
 #include "simd.h"
+#include "softmax_row.h"
 
 namespace attnkit::kernels {
 namespace {
@@ -107,24 +108,6 @@ Dims dims_of(const at::Tensor& gates, const at::Tensor& w_query, const at::Tenso
           w_query.size(0), memory.size(1), memory.size(2)};
 }
 
-// The softmax of one row's scores over its kept positions, in place; false when none is kept
-// (the row is then all zeros).
-template <typename T>
-bool masked_softmax_row(T* w, const bool* keep, int64_t S) {
-  T best = 0;
-  bool any = false;
-  for (int64_t s = 0; s < S; ++s)
-    if (keep[s] && (!any || w[s] > best)) best = w[s], any = true;
-  if (!any) {
-    std::fill(w, w + S, T(0));
-    return false;
-  }
-  T total = 0;
-  for (int64_t s = 0; s < S; ++s) total += (w[s] = keep[s] ? std::exp(w[s] - best) : T(0));
-  for (int64_t s = 0; s < S; ++s) w[s] /= total;
-  return true;
-}
-
 // Which rows run which step. Rows are sorted by length, longest first, so the rows still running
 // at step t are the first rows[t], and step t's rows are stored from offset[t] on in the packed
 // buffers ([N, ...], N = sum of the lengths), as a PackedSequence stores them: every weight's
@@ -215,7 +198,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
           for (int64_t s = 0; s < S; ++s)
             wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (ob * S + s) * A, Vv, A) : F(0);
           std::fill(ctx_b, ctx_b + Hm, F(0));
-          if (masked_softmax_row(wb, kb, S))
+          if (masked_softmax_row<F>(wb, kb, wb, S))
             for (int64_t s = 0; s < S; ++s)
               if (wb[s] != F(0)) axpy<F>(wb[s], M + (ob * S + s) * Hm, ctx_b, Hm);
           std::copy(wb, wb + S, WOut + (ob * T + t) * S);

@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "softmax_row.h"
+
 namespace attnkit::kernels {
 namespace {
 
@@ -22,19 +24,8 @@ class MaskedSoftmax : public torch::autograd::Function<MaskedSoftmax> {
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "masked_softmax", [&] {
       const scalar_t* X = x.data_ptr<scalar_t>();
       scalar_t* W = w.data_ptr<scalar_t>();
-      for (int64_t r = 0; r < R; ++r) {
-        const scalar_t* xr = X + r * Tk;
-        const bool* kr = K + r * Tk;
-        scalar_t* wr = W + r * Tk;
-        scalar_t best = 0;
-        bool any = false;
-        for (int64_t j = 0; j < Tk; ++j)
-          if (kr[j] && (!any || xr[j] > best)) best = xr[j], any = true;
-        scalar_t total = 0;
-        for (int64_t j = 0; j < Tk; ++j) total += (wr[j] = kr[j] ? std::exp(xr[j] - best) : 0);
-        if (!any) continue;  // all zeros already
-        for (int64_t j = 0; j < Tk; ++j) wr[j] /= total;
-      }
+      for (int64_t r = 0; r < R; ++r)
+        masked_softmax_row<scalar_t>(X + r * Tk, K + r * Tk, W + r * Tk, Tk);
     });
     ctx->save_for_backward({w});
     return w;

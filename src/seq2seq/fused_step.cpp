@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <memory>
 #include <mutex>
 
 #include "../kernels/blas.h"
 #include "../kernels/simd.h"
+#include "../kernels/softmax_row.h"
 #include "attnkit/kernels/gru.h"
 
 namespace attnkit::seq2seq {
@@ -159,31 +159,19 @@ StepOutput FusedStep::step(const at::Tensor& tokens_in, DecoderState& s) {
   const bool* keep = mask.defined() ? mask.data_ptr<bool>() : nullptr;
   float* W = weights.data_ptr<float>();
   for (int64_t n = 0; n < N; ++n) {
-    float* w = W + n * S;
-    float best = -std::numeric_limits<float>::infinity();
-    bool any = false;
-    for (int64_t j = 0; j < S; ++j) {
-      if (keep && !keep[n * S + j]) continue;
-      w[j] = kernels::simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
-      best = any ? std::max(best, w[j]) : w[j];
-      any = true;
-    }
-    float* c = combine_in_.data() + n * (H + Hm);
+    float* w = W + n * S;  // [S]
+    const bool* kept = keep ? keep + n * S : nullptr;
+    for (int64_t j = 0; j < S; ++j)
+      if (!kept || kept[j])
+        w[j] = kernels::simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
+    float* c = combine_in_.data() + n * (H + Hm);  // [h; context]
     std::copy(top + n * H, top + (n + 1) * H, c);
     float* ctx = c + H;
     std::fill(ctx, ctx + Hm, 0.f);
-    if (!any) continue;  // nothing to attend to: zero weights and context, as the reference
-    float total = 0;
-    for (int64_t j = 0; j < S; ++j) {
-      if (keep && !keep[n * S + j]) continue;
-      total += (w[j] = std::exp(w[j] - best));
-    }
-    for (int64_t j = 0; j < S; ++j) {
-      if (w[j] == 0.f) continue;
-      w[j] /= total;
-      const float* m = M + (n * S + j) * Hm;
-      for (int64_t d = 0; d < Hm; ++d) ctx[d] += w[j] * m[d];
-    }
+    // Nothing to attend to: zero weights and context, as the reference.
+    if (!kernels::masked_softmax_row(w, kept, w, S)) continue;
+    for (int64_t j = 0; j < S; ++j)
+      if (w[j] != 0.f) kernels::simd::axpy(w[j], M + (n * S + j) * Hm, ctx, Hm);
   }
 
   // feed = tanh(W_c [h; context] + b_c), logits = W_o feed + b_o
