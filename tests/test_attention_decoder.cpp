@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "attnkit/core/info.h"
 #include "attnkit/kernels/attention_decoder.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
@@ -71,6 +72,35 @@ TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
 seq2seq::Seq2SeqOptions tiny_model(bool fused) {
   return seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8).dropout(0.0).fused_kernels(
       fused);
+}
+
+// The encoder's GRU and the decoder split a batch's rows between the configured threads; each
+// row's arithmetic is the same on any thread, so 1, 2 or 3 threads give bit-identical logits
+// and gradients. 10 rows: the encoder packs its weight (from 8 rows on) and splits too.
+TEST(AttentionDecoder, ThreadCountDoesNotChangeResults) {
+  const int threads_before = at::get_num_threads();
+  ScopedBlasThreads blas_on_the_caller(1);  // LibTorch's threads decide the parts
+  std::vector<at::Tensor> first;
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    at::manual_seed(41);
+    seq2seq::Seq2Seq model(tiny_model(true));
+    auto source = at::randint(1, 11, {10, 5}, at::kLong);
+    auto lengths = at::tensor({5, 2, 4, 5, 1, 3, 5, 2, 4, 3}, at::kLong);
+    auto target = at::randint(1, 13, {10, 4}, at::kLong);
+    auto out = model->forward(source, lengths, target);
+    (out.logits * at::randn_like(out.logits)).sum().backward();
+    std::vector<at::Tensor> results = {out.logits, out.attention};
+    for (auto& p : model->parameters()) results.push_back(p.grad());
+    if (first.empty()) {
+      first = results;
+      continue;
+    }
+    for (size_t i = 0; i < results.size(); ++i)
+      EXPECT_TRUE(at::equal(results[i], first[i]))
+          << "result " << i << ", " << threads << " threads";
+  }
+  at::set_num_threads(threads_before);
 }
 
 // Asking Seq2Seq::forward for the real tokens' logits only (as training does) gives those rows

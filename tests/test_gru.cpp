@@ -62,13 +62,14 @@ TEST(GRUKernels, GatesOnRawRowsMatchTheCell) {
 }
 
 // A bidirectional torch::nn::GRU over a packed batch (unsorted lengths) against gru_sequence run
-// forwards and backwards over the same padded batch.
-TEST(GRUKernels, SequenceMatchesPackedBidirectionalNnGru) {
+// forwards and backwards over the same padded batch: 4 rows take one GEMV per row and step, 11
+// the packed weight with rows split between threads.
+void check_against_nn_gru(const at::Tensor& lengths) {
   at::manual_seed(5);
-  const int64_t B = 4, T = 6, I = 5, H = 9;
+  const int64_t B = lengths.size(0), T = 6, I = 5, H = 9;
+  SCOPED_TRACE(::testing::Message() << "batch " << B);
   torch::nn::GRU reference(torch::nn::GRUOptions(I, H).bidirectional(true).batch_first(true));
   auto x = at::randn({B, T, I}).requires_grad_();
-  auto lengths = at::tensor({4, 6, 1, 3}, at::kLong);
   auto h0 = at::randn({2, B, H}).requires_grad_();
 
   auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths, true, false);
@@ -101,13 +102,18 @@ TEST(GRUKernels, SequenceMatchesPackedBidirectionalNnGru) {
     EXPECT_TRUE(close(actual_grads[i], expected_grads[i], 1e-5, 1e-4)) << "gradient " << i;
 }
 
+TEST(GRUKernels, SequenceMatchesPackedBidirectionalNnGru) {
+  check_against_nn_gru(at::tensor({4, 6, 1, 3}, at::kLong));
+  check_against_nn_gru(at::tensor({4, 6, 1, 3, 6, 2, 5, 6, 1, 3, 4}, at::kLong));
+}
+
 TEST(GRUKernels, SequenceGradientsMatchFiniteDifferences) {
   at::manual_seed(6);
-  const int64_t B = 3, T = 4, H = 3;
+  const int64_t B = 9, T = 4, H = 3;  // 9 rows: the packed weight, rows split between threads
   auto w = random_weights(1, H, at::kDouble);
   auto gi = at::randn({B, T, 3 * H}, at::kDouble).requires_grad_();
   auto h0 = at::randn({B, H}, at::kDouble).requires_grad_();
-  auto lengths = at::tensor({2, 4, 0}, at::kLong);  // a row with no steps keeps h0
+  auto lengths = at::tensor({2, 4, 0, 1, 3, 4, 2, 2, 1}, at::kLong);  // row 2 keeps h0
   for (bool reverse : {false, true}) {
     auto loss = [&] {
       auto [out, final] = kernels::gru_sequence(gi, h0, w.w_hh, w.b_hh, lengths, reverse);

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -136,6 +137,27 @@ void set_blas_threads(int n) {
     set(n);
 }
 
+// OpenBLAS's idle workers spin for 2^28 cycles (about 0.1 s) before they sleep, and products
+// come every few milliseconds in training, so they never sleep: they hold the cores that
+// attnkit's kernels need for their own threads between products (kernels/row_parts.h), which
+// then ran slower than on one thread. The timeout (OPENBLAS_THREAD_TIMEOUT, read once at load)
+// is set to its minimum, 2^4 cycles, and the workers restarted to take it. A user's own
+// OPENBLAS_THREAD_TIMEOUT stands.
+void shorten_blas_spin() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("OPENBLAS_THREAD_TIMEOUT")) return;
+    using Fn = void (*)();
+    auto read_env = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_read_env"));
+    auto restart = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
+    if (!read_env || !restart) return;
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+    read_env();
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    restart();  // the workers exit; the next threaded product starts them with the new timeout
+  });
+}
+
 }  // namespace
 
 int blas_threads() {
@@ -158,6 +180,7 @@ void set_threads(int n, ThreadPolicy policy) {
   configured = n;
   const bool blas = policy == ThreadPolicy::Blas;
   at::set_num_threads(blas ? 1 : n);
+  if (blas && n > 1) shorten_blas_spin();
   set_blas_threads(blas ? n : 1);
 }
 

@@ -12,6 +12,8 @@
 
 #include "blas.h"
 #include "gru_rows.h"
+#include "packed_gemm.h"
+#include "row_parts.h"
 #include "simd.h"
 #include "softmax_row.h"
 
@@ -20,15 +22,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Row-major C[m, n] = A[m, k] op(B) (+ C when accumulate); op(B) = B^T when trans_b.
-template <typename T>
-void mul(const T* a, int64_t lda, const T* b, int64_t ldb, bool trans_b, T* c, int64_t ldc,
-         int64_t m, int64_t n, int64_t k, bool accumulate) {
-  blas::gemm(false, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
-             static_cast<int>(lda), b, static_cast<int>(ldb), T(accumulate ? 1 : 0), c,
-             static_cast<int>(ldc));
-}
 
 // C[m, n] = A[k, m]^T B[k, n]: a weight's gradient summed over k rows (all steps at once).
 template <typename T>
@@ -166,49 +159,59 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
         *Sv = save.data_ptr<F>(), *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(),
         *Fd = feed.data_ptr<F>(), *Out = feeds.data_ptr<F>(), *WOut = weights_out.data_ptr<F>(),
         *Gi = gi.data_ptr<F>(), *Gh = gh.data_ptr<F>(), *Hs = h.data_ptr<F>();
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t R = plan.rows[t], o = plan.offset[t];
-        if (R == 0) break;  // sorted: no later step has rows either
-        F *hp = Hp + o * H, *fp = Fp + o * H, *hc_t = HC + o * C, *q = Q + o * A, *w = W + o * S,
-          *f = Fd + o * H;
-        std::copy(Hs, Hs + R * H, hp);
-        for (int64_t b = 0; b < R; ++b) {
-          const int64_t ob = order[b];
-          std::copy(X + (ob * T + t) * 3 * H, X + (ob * T + t + 1) * 3 * H, Gi + b * 3 * H);
-          std::copy(Bhh, Bhh + 3 * H, Gh + b * 3 * H);
-        }
-        if (feeding) {
-          if (t == 0)
-            std::fill(fp, fp + R * H, F(0));
-          else  // the first R rows of the previous step's feeds
-            std::copy(Fd + plan.offset[t - 1] * H, Fd + (plan.offset[t - 1] + R) * H, fp);
-          if (t > 0) mul(fp, H, Wf, H, true, Gi, 3 * H, R, 3 * H, H, true);  // [R, 3H]
-        }
-        mul(hp, H, Whh, H, true, Gh, 3 * H, R, 3 * H, H, true);  // [R, 3H]
-        for (int64_t b = 0; b < R; ++b) {
-          gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
-                             Sv + (o + b) * 4 * H, H);
-          std::copy(Hs + b * H, Hs + (b + 1) * H, hc_t + b * C);
-        }
-        mul(Hs, H, Wq, H, true, q, A, R, A, H, false);  // [R, A]
-        for (int64_t b = 0; b < R; ++b) {
-          const int64_t ob = order[b];
-          F *wb = w + b * S, *ctx_b = hc_t + b * C + H;
-          const bool* kb = keep_rows + ob * S;
-          for (int64_t s = 0; s < S; ++s)
-            wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (ob * S + s) * A, Vv, A) : F(0);
-          std::fill(ctx_b, ctx_b + Hm, F(0));
-          if (masked_softmax_row<F>(wb, kb, wb, S))
+      using Panels = packed::Panels<F>;
+      const Panels feed_w = Panels::transposed(Wf, 3 * H, feeding ? H : 0, w_feed.size(1)),
+                   hh_w = Panels::transposed(Whh, 3 * H, H, H),
+                   query_w = Panels::transposed(Wq, A, H, H),
+                   combine_w = Panels::transposed(Wc, H, C, C);
+      for_each_row_part(row_parts(B), [&](RowPart part) {
+        const int64_t j = part.first, P = part.stride;
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t R = plan.rows[t], o = plan.offset[t], n = part.count(R);
+          if (n == 0) break;  // sorted: no later step has rows of this part either
+          F *hp = Hp + o * H, *fp = Fp + o * H, *hc_t = HC + o * C, *q = Q + o * A, *w = W + o * S,
+            *f = Fd + o * H;
+          for (int64_t b = j; b < R; b += P) {
+            const int64_t ob = order[b];
+            std::copy(Hs + b * H, Hs + (b + 1) * H, hp + b * H);
+            std::copy(X + (ob * T + t) * 3 * H, X + (ob * T + t + 1) * 3 * H, Gi + b * 3 * H);
+            std::copy(Bhh, Bhh + 3 * H, Gh + b * 3 * H);
+            if (!feeding) continue;
+            if (t == 0)
+              std::fill(fp + b * H, fp + (b + 1) * H, F(0));
+            else  // row b of the previous step's feeds
+              std::copy(Fd + (plan.offset[t - 1] + b) * H, Fd + (plan.offset[t - 1] + b + 1) * H,
+                        fp + b * H);
+          }
+          if (feeding && t > 0)
+            feed_w.multiply(fp + j * H, n, P * H, Gi + j * 3 * H, P * 3 * H, true);  // [n, 3H]
+          hh_w.multiply(hp + j * H, n, P * H, Gh + j * 3 * H, P * 3 * H, true);      // [n, 3H]
+          for (int64_t b = j; b < R; b += P) {
+            gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
+                               Sv + (o + b) * 4 * H, H);
+            std::copy(Hs + b * H, Hs + (b + 1) * H, hc_t + b * C);
+          }
+          query_w.multiply(Hs + j * H, n, P * H, q + j * A, P * A, false);  // [n, A]
+          for (int64_t b = j; b < R; b += P) {
+            const int64_t ob = order[b];
+            F *wb = w + b * S, *ctx_b = hc_t + b * C + H;
+            const bool* kb = keep_rows + ob * S;
             for (int64_t s = 0; s < S; ++s)
-              if (wb[s] != F(0)) axpy<F>(wb[s], M + (ob * S + s) * Hm, ctx_b, Hm);
-          std::copy(wb, wb + S, WOut + (ob * T + t) * S);
+              wb[s] = kb[s] ? tanh_dot<F>(q + b * A, K + (ob * S + s) * A, Vv, A) : F(0);
+            std::fill(ctx_b, ctx_b + Hm, F(0));
+            if (masked_softmax_row<F>(wb, kb, wb, S))
+              for (int64_t s = 0; s < S; ++s)
+                if (wb[s] != F(0)) axpy<F>(wb[s], M + (ob * S + s) * Hm, ctx_b, Hm);
+            std::copy(wb, wb + S, WOut + (ob * T + t) * S);
+            std::copy(Bc, Bc + H, f + b * H);
+          }
+          combine_w.multiply(hc_t + j * C, n, P * C, f + j * H, P * H, true);  // [n, H]
+          for (int64_t b = j; b < R; b += P) {
+            tanh_inplace<F>(f + b * H, H);
+            std::copy(f + b * H, f + (b + 1) * H, Out + (order[b] * T + t) * H);
+          }
         }
-        for (int64_t b = 0; b < R; ++b) std::copy(Bc, Bc + H, f + b * H);
-        mul(hc_t, C, Wc, C, true, f, H, R, H, C, true);  // [R, H]
-        tanh_inplace<F>(f, R * H);
-        for (int64_t b = 0; b < R; ++b)
-          std::copy(f + b * H, f + (b + 1) * H, Out + (order[b] * T + t) * H);
-      }
+      });
     });
     ctx->save_for_backward({gates, w_feed, w_hh, w_query, keys, v, memory, w_combine, hprev, fprev,
                             hc, save, query, weights, feed});
@@ -238,7 +241,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     auto dgi = at::empty({N, 3 * H}, opts);        // into the input projection
     auto dgh = at::empty({N, 3 * H}, opts);        // into the recurrent projection
     auto dgates = at::empty({B, T, 3 * H}, opts);  // written at every step that ran, zeroed after
-    auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory), dv = at::zeros_like(v);
+    auto dkeys = at::zeros_like(keys), dmemory = at::zeros_like(memory);
+    auto dv_rows = at::zeros({B, A}, opts);  // v's gradient by row: rows are split between threads
     // Carried back through time. A row's entries stay zero until its last step is reached.
     auto dh = at::zeros({B, H}, opts);          // dL/dh_t
     auto dfeed_next = at::zeros({B, H}, opts);  // dL/dfeed_t through step t + 1's input
@@ -253,52 +257,60 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
       const F* dW = dweights.defined() ? dweights.data_ptr<F>() : nullptr;
       F *dP = dpre.data_ptr<F>(), *dQ = dq.data_ptr<F>(), *dGi = dgi.data_ptr<F>(),
         *dGh = dgh.data_ptr<F>(), *dX = dgates.data_ptr<F>(), *dK = dkeys.data_ptr<F>(),
-        *dM = dmemory.data_ptr<F>(), *dV = dv.data_ptr<F>(), *dH = dh.data_ptr<F>(),
+        *dM = dmemory.data_ptr<F>(), *dV = dv_rows.data_ptr<F>(), *dH = dh.data_ptr<F>(),
         *dFn = dfeed_next.data_ptr<F>(), *dHC = dhc.data_ptr<F>();
-      std::vector<F> da(S);
-      for (int64_t t = T - 1; t >= 0; --t) {
-        const int64_t R = plan.rows[t], o = plan.offset[t];
-        if (R == 0) continue;
-        const F *f = Fd + o * H, *w = W + o * S, *q = Q + o * A;
-        F *dp = dP + o * H, *dq_t = dQ + o * A;
-        for (int64_t b = 0; b < R; ++b) {
-          const F* dfb = dF + (order[b] * T + t) * H;
-          for (int64_t j = 0; j < H; ++j) {
-            const F fj = f[b * H + j];
-            dp[b * H + j] = (dfb[j] + dFn[b * H + j]) * (F(1) - fj * fj);
+      using Panels = packed::Panels<F>;
+      const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, w_feed.size(1)),
+                   hh_w = Panels::plain(Whh, 3 * H, H, H), query_w = Panels::plain(Wq, A, H, H),
+                   combine_w = Panels::plain(Wc, H, C, C);
+      for_each_row_part(row_parts(B), [&](RowPart part) {
+        const int64_t j = part.first, P = part.stride;
+        std::vector<F> da(S);
+        for (int64_t t = T - 1; t >= 0; --t) {
+          const int64_t R = plan.rows[t], o = plan.offset[t], n = part.count(R);
+          if (n == 0) continue;
+          const F *f = Fd + o * H, *w = W + o * S, *q = Q + o * A;
+          F *dp = dP + o * H, *dq_t = dQ + o * A;
+          for (int64_t b = j; b < R; b += P) {
+            const F* dfb = dF + (order[b] * T + t) * H;
+            for (int64_t i = 0; i < H; ++i) {
+              const F fi = f[b * H + i];
+              dp[b * H + i] = (dfb[i] + dFn[b * H + i]) * (F(1) - fi * fi);
+            }
           }
-        }
-        mul(dp, H, Wc, C, false, dHC, C, R, C, H, false);  // d[h_t; c_t] [R, C]
-        for (int64_t b = 0; b < R; ++b) {
-          const int64_t ob = order[b];
-          for (int64_t j = 0; j < H; ++j) dH[b * H + j] += dHC[b * C + j];
-          // Context, then softmax, then score, for row b.
-          const F *wb = w + b * S, *dc = dHC + b * C + H;
-          F dot = 0;
-          for (int64_t s = 0; s < S; ++s) {
-            da[s] = dW ? dW[(ob * T + t) * S + s] : F(0);
-            if (wb[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
-            da[s] += dot_axpy<F>(dc, M + (ob * S + s) * Hm, wb[s], dM + (ob * S + s) * Hm, Hm);
-            dot += wb[s] * da[s];
+          combine_w.multiply(dp + j * H, n, P * H, dHC + j * C, P * C, false);  // d[h_t; c_t]
+          for (int64_t b = j; b < R; b += P) {
+            const int64_t ob = order[b];
+            for (int64_t i = 0; i < H; ++i) dH[b * H + i] += dHC[b * C + i];
+            // Context, then softmax, then score, for row b.
+            const F *wb = w + b * S, *dc = dHC + b * C + H;
+            F dot = 0;
+            for (int64_t s = 0; s < S; ++s) {
+              da[s] = dW ? dW[(ob * T + t) * S + s] : F(0);
+              if (wb[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
+              da[s] += dot_axpy<F>(dc, M + (ob * S + s) * Hm, wb[s], dM + (ob * S + s) * Hm, Hm);
+              dot += wb[s] * da[s];
+            }
+            for (int64_t s = 0; s < S; ++s) {
+              const F de = wb[s] * (da[s] - dot);
+              if (de == F(0)) continue;
+              tanh_backward<F>(q + b * A, K + (ob * S + s) * A, Vv, de, dq_t + b * A,
+                               dK + (ob * S + s) * A, dV + b * A, A);
+            }
           }
-          for (int64_t s = 0; s < S; ++s) {
-            const F de = wb[s] * (da[s] - dot);
-            if (de == F(0)) continue;
-            tanh_backward<F>(q + b * A, K + (ob * S + s) * A, Vv, de, dq_t + b * A,
-                             dK + (ob * S + s) * A, dV, A);
+          query_w.multiply(dq_t + j * A, n, P * A, dH + j * H, P * H, true);  // += dq W_q
+          for (int64_t b = j; b < R; b += P) {  // dH becomes the part of dL/dh_{t-1} outside W_hh
+            gru_rows::gates_backward_row<F>(Sv + (o + b) * 4 * H, Hp + (o + b) * H, dH + b * H,
+                                            dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H,
+                                            dH + b * H, H);
+            std::copy(dGi + (o + b) * 3 * H, dGi + (o + b + 1) * 3 * H,
+                      dX + (order[b] * T + t) * 3 * H);
           }
+          hh_w.multiply(dGh + (o + j) * 3 * H, n, P * 3 * H, dH + j * H, P * H, true);
+          if (feeding && t > 0)
+            feed_w.multiply(dGi + (o + j) * 3 * H, n, P * 3 * H, dFn + j * H, P * H, false);
         }
-        mul(dq_t, A, Wq, H, false, dH, H, R, H, A, true);  // += dq W_q
-        for (int64_t b = 0; b < R; ++b) {  // dH becomes the part of dL/dh_{t-1} outside W_hh
-          gru_rows::gates_backward_row<F>(Sv + (o + b) * 4 * H, Hp + (o + b) * H, dH + b * H,
-                                          dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H, dH + b * H,
-                                          H);
-          std::copy(dGi + (o + b) * 3 * H, dGi + (o + b + 1) * 3 * H,
-                    dX + (order[b] * T + t) * 3 * H);
-        }
-        mul(dGh + o * 3 * H, 3 * H, Whh, H, false, dH, H, R, H, 3 * H, true);
-        if (feeding && t > 0) mul(dGi + o * 3 * H, 3 * H, Wf, H, false, dFn, H, R, H, 3 * H, false);
-      }
+      });
       for (int64_t b = 0; b < B; ++b)  // the steps past each row's length
         std::fill(dX + (order[b] * T + lengths[b]) * 3 * H, dX + (order[b] + 1) * T * 3 * H, F(0));
     });
@@ -319,8 +331,9 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     });
     auto dh0 = at::empty_like(dh);  // back to the callers' row order
     dh0.index_copy_(0, at::tensor(order, at::kLong), dh);
-    return {dgates, dh0,     dw_feed,      dw_hh,      dgh.sum(0),  dw_query,     dkeys,
-            dv,     dmemory, at::Tensor(), dw_combine, dpre.sum(0), at::Tensor(), at::Tensor()};
+    return {dgates,     dh0,         dw_feed,        dw_hh,       dgh.sum(0),
+            dw_query,   dkeys,       dv_rows.sum(0), dmemory,     at::Tensor(),
+            dw_combine, dpre.sum(0), at::Tensor(),   at::Tensor()};
   }
 };
 

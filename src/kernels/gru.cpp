@@ -1,8 +1,8 @@
 #include "attnkit/kernels/gru.h"
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
 #include <ATen/Dispatch.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 
 #include "blas.h"
 #include "gru_rows.h"
+#include "packed_gemm.h"
+#include "row_parts.h"
 
 namespace attnkit::kernels {
 namespace {
@@ -21,20 +23,63 @@ using gru_rows::gates_backward_row;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// gh[rows, 3H] = h[rows, H] W_hh^T + b_hh, straight to BLAS for float32: GEMV for a single
-// sentence, and no dispatcher on the per-step loop.
+// The per-step recurrent product of a sequence: gh = h W_hh^T + b_hh forward (transposed), or
+// dh += dgh W_hh backward. From kGemvRows rows on, W_hh is packed once for the sequence and the
+// rows are split between threads (row_parts.h); below that, one GEMV per row straight to BLAS,
+// as for a single sentence, on the calling thread.
 template <typename T>
-void recurrent_product(const T* h, int64_t rows, const at::Tensor& w_hh, const at::Tensor& b_hh,
-                       T* gh) {
-  const int64_t G = w_hh.size(0), H = w_hh.size(1);
-  if constexpr (std::is_same_v<T, float>) {
-    blas::affine(h, static_cast<int>(rows), static_cast<int>(H), w_hh.data_ptr<float>(),
-                 static_cast<int>(G), b_hh.data_ptr<float>(), gh);
-  } else {
-    auto out = at::from_blob(gh, {rows, G}, w_hh.options());
-    at::addmm_out(out, b_hh, at::from_blob(const_cast<T*>(h), {rows, H}, w_hh.options()), w_hh.t());
+class Recurrent {
+ public:
+  Recurrent(const at::Tensor& w_hh, const at::Tensor& b_hh, int64_t batch, bool transposed)
+      : w_(w_hh),
+        b_(b_hh),
+        batch_(batch),
+        transposed_(transposed),
+        packed_(batch >= blas::kGemvRows) {
+    const int64_t G = w_hh.size(0), H = w_hh.size(1);
+    if (packed_)
+      panels_ = transposed ? packed::Panels<T>::transposed(w_hh.data_ptr<T>(), G, H, H)
+                           : packed::Panels<T>::plain(w_hh.data_ptr<T>(), G, H, H);
   }
-}
+
+  int64_t parts() const { return packed_ ? row_parts(batch_) : 1; }
+
+  // y[rows] (=|+=) x[rows] op(W) (+ b_hh forward); rows ldx and ldy apart.
+  void apply(const T* x, int64_t rows, int64_t ldx, T* y, int64_t ldy) const {
+    if (rows == 0) return;
+    const int64_t G = w_.size(0), H = w_.size(1), out = transposed_ ? G : H;
+    if (packed_) {
+      if (transposed_)
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy(b_.data_ptr<T>(), b_.data_ptr<T>() + G, y + r * ldy);
+      panels_.multiply(x, rows, ldx, y, ldy, /*accumulate=*/true);
+      return;
+    }
+    TORCH_CHECK(ldx == (transposed_ ? H : G) && ldy == out, "Recurrent: unsplit rows are dense");
+    if constexpr (std::is_same_v<T, float>) {
+      if (transposed_)
+        blas::affine(x, static_cast<int>(rows), static_cast<int>(H), w_.data_ptr<float>(),
+                     static_cast<int>(G), b_.data_ptr<float>(), y);
+      else
+        blas::gemm(false, false, static_cast<int>(rows), static_cast<int>(H), static_cast<int>(G),
+                   1.f, x, static_cast<int>(G), w_.data_ptr<float>(), static_cast<int>(H), 1.f, y,
+                   static_cast<int>(H));
+      return;
+    }
+    auto o = at::from_blob(y, {rows, out}, w_.options());
+    auto in = at::from_blob(const_cast<T*>(x), {rows, transposed_ ? H : G}, w_.options());
+    if (transposed_)
+      at::addmm_out(o, b_, in, w_.t());
+    else
+      o.addmm_(in, w_);
+  }
+
+ private:
+  at::Tensor w_, b_;
+  int64_t batch_;
+  bool transposed_, packed_;
+  packed::Panels<T> panels_;
+};
 
 void check_weights(const at::Tensor& h, const at::Tensor& w_hh, const at::Tensor& b_hh,
                    const char* who) {
@@ -107,26 +152,30 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
                *S = save.data_ptr<scalar_t>(), *G = gh.data_ptr<scalar_t>(),
                *Hs = h.data_ptr<scalar_t>(), *Fn = final.data_ptr<scalar_t>();
       const scalar_t *I = gi.data_ptr<scalar_t>(), *H0 = h0.data_ptr<scalar_t>();
+      const Recurrent<scalar_t> product(w_hh, b_hh, B, /*transposed=*/true);
       for (int64_t b = 0; b < B; ++b)
         std::copy(H0 + order[b] * H, H0 + (order[b] + 1) * H, Hs + b * H);
-      for (int64_t s = 0; s < T; ++s) {
-        const int64_t t = reverse ? T - 1 - s : s;
-        int64_t rows = 0;
-        while (rows < B && lengths[rows] > t) ++rows;
-        if (rows > 0) recurrent_product<scalar_t>(Hs, rows, w_hh, b_hh, G);
-        for (int64_t b = 0; b < B; ++b) {
-          const int64_t at_step = order[b] * T + t;
-          scalar_t *hb = Hs + b * H, *o = O + at_step * H, *p = P + at_step * H;
-          if (b >= rows) {  // zeros: the output, and what the weight gradient multiplies
-            std::fill(o, o + H, scalar_t(0));
-            std::fill(p, p + H, scalar_t(0));
-            continue;
+      for_each_row_part(product.parts(), [&](RowPart part) {
+        const int64_t j = part.first, stride = part.stride;
+        for (int64_t s = 0; s < T; ++s) {
+          const int64_t t = reverse ? T - 1 - s : s;
+          int64_t rows = 0;
+          while (rows < B && lengths[rows] > t) ++rows;
+          product.apply(Hs + j * H, part.count(rows), stride * H, G + j * 3 * H, stride * 3 * H);
+          for (int64_t b = j; b < B; b += stride) {
+            const int64_t at_step = order[b] * T + t;
+            scalar_t *hb = Hs + b * H, *o = O + at_step * H, *p = P + at_step * H;
+            if (b >= rows) {  // zeros: the output, and what the weight gradient multiplies
+              std::fill(o, o + H, scalar_t(0));
+              std::fill(p, p + H, scalar_t(0));
+              continue;
+            }
+            std::copy(hb, hb + H, p);
+            gates<scalar_t>(I + at_step * 3 * H, G + b * 3 * H, hb, hb, S + at_step * 4 * H, H);
+            std::copy(hb, hb + H, o);
           }
-          std::copy(hb, hb + H, p);
-          gates<scalar_t>(I + at_step * 3 * H, G + b * 3 * H, hb, hb, S + at_step * 4 * H, H);
-          std::copy(hb, hb + H, o);
         }
-      }
+      });
       for (int64_t b = 0; b < B; ++b) std::copy(Hs + b * H, Hs + (b + 1) * H, Fn + order[b] * H);
     });
     ctx->save_for_backward({w_hh, before, save});
@@ -157,28 +206,32 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
       scalar_t *dI = dgi.data_ptr<scalar_t>(), *dG = dgh.data_ptr<scalar_t>(),
                *dH = dh.data_ptr<scalar_t>(), *dGs = dgh_step.data_ptr<scalar_t>(),
                *dH0 = dh0.data_ptr<scalar_t>();
-      std::vector<scalar_t> g(H);
+      const Recurrent<scalar_t> product(w_hh, at::Tensor(), B, /*transposed=*/false);
       for (int64_t b = 0; b < B; ++b)
         std::copy(dFn + order[b] * H, dFn + (order[b] + 1) * H, dH + b * H);
-      for (int64_t s = T - 1; s >= 0; --s) {
-        const int64_t t = reverse ? T - 1 - s : s;
-        int64_t rows = 0;
-        while (rows < B && lengths[rows] > t) ++rows;
-        for (int64_t b = 0; b < B; ++b) {
-          const int64_t at_step = order[b] * T + t;
-          scalar_t *di = dI + at_step * 3 * H, *dg = dG + at_step * 3 * H;
-          if (b >= rows) {
-            std::fill(di, di + 3 * H, scalar_t(0));
-            std::fill(dg, dg + 3 * H, scalar_t(0));
-            continue;
+      for_each_row_part(product.parts(), [&](RowPart part) {
+        const int64_t j = part.first, stride = part.stride;
+        std::vector<scalar_t> g(H);
+        for (int64_t s = T - 1; s >= 0; --s) {
+          const int64_t t = reverse ? T - 1 - s : s;
+          int64_t rows = 0;
+          while (rows < B && lengths[rows] > t) ++rows;
+          for (int64_t b = j; b < B; b += stride) {
+            const int64_t at_step = order[b] * T + t;
+            scalar_t *di = dI + at_step * 3 * H, *dg = dG + at_step * 3 * H;
+            if (b >= rows) {
+              std::fill(di, di + 3 * H, scalar_t(0));
+              std::fill(dg, dg + 3 * H, scalar_t(0));
+              continue;
+            }
+            for (int64_t i = 0; i < H; ++i) g[i] = dH[b * H + i] + dO[at_step * H + i];
+            gates_backward_row<scalar_t>(S + at_step * 4 * H, P + at_step * H, g.data(), di,
+                                         dGs + b * 3 * H, dH + b * H, H);
+            std::copy(dGs + b * 3 * H, dGs + (b + 1) * 3 * H, dg);
           }
-          for (int64_t j = 0; j < H; ++j) g[j] = dH[b * H + j] + dO[at_step * H + j];
-          gates_backward_row<scalar_t>(S + at_step * 4 * H, P + at_step * H, g.data(), di,
-                                       dGs + b * 3 * H, dH + b * H, H);
-          std::copy(dGs + b * 3 * H, dGs + (b + 1) * 3 * H, dg);
+          product.apply(dGs + j * 3 * H, part.count(rows), stride * 3 * H, dH + j * H, stride * H);
         }
-        if (rows > 0) dh.narrow(0, 0, rows).addmm_(dgh_step.narrow(0, 0, rows), w_hh);
-      }
+      });
       for (int64_t b = 0; b < B; ++b) std::copy(dH + b * H, dH + (b + 1) * H, dH0 + order[b] * H);
     });
     // Steps a row did not run have zero dgh, so every step's weight gradient is one GEMM.

@@ -1,0 +1,87 @@
+// The packed-weight product (src/kernels/packed_gemm.h) against LibTorch's matmul in double.
+
+#include "kernels/packed_gemm.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+namespace {
+
+using attnkit::kernels::packed::Panels;
+
+template <typename T>
+at::ScalarType type_of() {
+  return std::is_same_v<T, float> ? at::kFloat : at::kDouble;
+}
+
+// y = x op(B) with x and y inside wider buffers (rows ldx and ldy apart), over an existing y
+// when accumulating; checked against the double-precision product.
+template <typename T>
+void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate) {
+  SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " transposed "
+                                    << transposed << " accumulate " << accumulate);
+  at::manual_seed(m * 1000 + n * 10 + k);
+  const auto opts = at::TensorOptions().dtype(type_of<T>());
+  const int64_t ldx = k + 3, ldy = n + 5, ldb = (transposed ? k : n) + 2;
+  auto x = at::randn({m, ldx}, opts), y = at::randn({m, ldy}, opts);
+  auto b = transposed ? at::randn({n, ldb}, opts) : at::randn({k, ldb}, opts);
+  auto opb = transposed ? b.narrow(1, 0, k).t() : b.narrow(1, 0, n);  // [K, N]
+  auto expected = at::matmul(x.narrow(1, 0, k).to(at::kDouble), opb.to(at::kDouble));
+  if (accumulate) expected += y.narrow(1, 0, n).to(at::kDouble);
+  auto untouched = y.narrow(1, n, ldy - n).clone();
+  const auto panels = transposed ? Panels<T>::transposed(b.template data_ptr<T>(), n, k, ldb)
+                                 : Panels<T>::plain(b.template data_ptr<T>(), k, n, ldb);
+  panels.multiply(x.template data_ptr<T>(), m, ldx, y.template data_ptr<T>(), ldy, accumulate);
+  const double tol = std::is_same_v<T, float> ? 1e-4 * std::sqrt(double(k) + 1) : 1e-12;
+  EXPECT_TRUE(at::allclose(y.narrow(1, 0, n).to(at::kDouble), expected, tol, tol))
+      << (y.narrow(1, 0, n).to(at::kDouble) - expected).abs().max().template item<double>();
+  EXPECT_TRUE(at::equal(y.narrow(1, n, ldy - n), untouched)) << "wrote past the N columns";
+}
+
+TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
+  // Rows around the 6-row block, columns around the 16-column panel, short and long sums.
+  for (int64_t m : {1, 5, 6, 7, 13})
+    for (int64_t n : {1, 15, 16, 17, 40})
+      for (int64_t k : {1, 3, 64})
+        for (bool transposed : {true, false})
+          for (bool accumulate : {false, true}) {
+            check<float>(m, n, k, transposed, accumulate);
+            check<double>(m, n, k, transposed, accumulate);
+          }
+}
+
+TEST(PackedGemm, DecoderShapes) {
+  check<float>(64, 768, 256, true, true);
+  check<float>(32, 256, 768, false, false);
+}
+
+// A kernel gives each thread every P-th row; the rows must come out bit-identical to the
+// product of all rows at once, or results would depend on the thread count.
+TEST(PackedGemm, RowSplitIsBitIdentical) {
+  at::manual_seed(3);
+  const int64_t m = 29, n = 50, k = 37;
+  auto x = at::randn({m, k}), w = at::randn({n, k});
+  const auto panels = Panels<float>::transposed(w.data_ptr<float>(), n, k, k);
+  auto whole = at::empty({m, n}), split = at::empty({m, n});
+  panels.multiply(x.data_ptr<float>(), m, k, whole.data_ptr<float>(), n, false);
+  for (int64_t parts : {2, 3})
+    for (int64_t j = 0; j < parts; ++j)
+      panels.multiply(x.data_ptr<float>() + j * k, (m - j + parts - 1) / parts, parts * k,
+                      split.data_ptr<float>() + j * n, parts * n, false);
+  EXPECT_TRUE(at::equal(whole, split));
+}
+
+TEST(PackedGemm, EmptyProducts) {
+  auto w = at::randn({4, 3});
+  const auto panels = Panels<float>::transposed(w.data_ptr<float>(), 4, 3, 3);
+  auto y = at::full({1, 4}, 7.f);
+  panels.multiply(nullptr, 0, 3, y.data_ptr<float>(), 4, false);  // no rows: nothing written
+  EXPECT_TRUE(at::equal(y, at::full({1, 4}, 7.f)));
+  const auto empty = Panels<float>::transposed(w.data_ptr<float>(), 4, 0, 3);  // K = 0
+  empty.multiply(w.data_ptr<float>(), 1, 3, y.data_ptr<float>(), 4, false);
+  EXPECT_TRUE(at::equal(y, at::zeros({1, 4})));
+}
+
+}  // namespace
