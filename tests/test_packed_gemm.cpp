@@ -9,6 +9,8 @@
 
 namespace {
 
+using attnkit::kernels::packed::best_isa;
+using attnkit::kernels::packed::Isa;
 using attnkit::kernels::packed::Panels;
 
 template <typename T>
@@ -18,22 +20,37 @@ at::ScalarType type_of() {
 
 // y = x op(B) with x and y inside wider buffers (rows ldx and ldy apart), over an existing y
 // when accumulating; checked against the double-precision product.
+// The blocks this CPU can run: the best one's narrower fallbacks are tested too.
+std::vector<Isa> runnable() {
+  std::vector<Isa> isas = {Isa::Scalar};
+  if (best_isa() != Isa::Scalar) isas.push_back(Isa::Avx2);
+  if (best_isa() == Isa::Avx512) isas.push_back(Isa::Avx512);
+  return isas;
+}
+
 template <typename T>
-void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate) {
+void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate, Isa isa,
+           bool x_transposed = false) {
   SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " transposed "
-                                    << transposed << " accumulate " << accumulate);
+                                    << transposed << " accumulate " << accumulate << " "
+                                    << to_string(isa) << (x_transposed ? " x transposed" : ""));
   at::manual_seed(m * 1000 + n * 10 + k);
   const auto opts = at::TensorOptions().dtype(type_of<T>());
   const int64_t ldx = k + 3, ldy = n + 5, ldb = (transposed ? k : n) + 2;
-  auto x = at::randn({m, ldx}, opts), y = at::randn({m, ldy}, opts);
+  // x [m, K] is read from rows ldx apart, or as the transpose of a [K, ldx'] matrix.
+  auto x =
+      x_transposed ? at::randn({k, m + 3}, opts).narrow(1, 0, m).t() : at::randn({m, ldx}, opts);
+  auto y = at::randn({m, ldy}, opts);
   auto b = transposed ? at::randn({n, ldb}, opts) : at::randn({k, ldb}, opts);
   auto opb = transposed ? b.narrow(1, 0, k).t() : b.narrow(1, 0, n);  // [K, N]
   auto expected = at::matmul(x.narrow(1, 0, k).to(at::kDouble), opb.to(at::kDouble));
   if (accumulate) expected += y.narrow(1, 0, n).to(at::kDouble);
   auto untouched = y.narrow(1, n, ldy - n).clone();
-  const auto panels = transposed ? Panels<T>::transposed(b.template data_ptr<T>(), n, k, ldb)
-                                 : Panels<T>::plain(b.template data_ptr<T>(), k, n, ldb);
-  panels.multiply(x.template data_ptr<T>(), m, ldx, y.template data_ptr<T>(), ldy, accumulate);
+  const auto panels = transposed
+                          ? Panels<T>::transposed(b.template data_ptr<T>(), n, k, ldb, {1, 1, isa})
+                          : Panels<T>::plain(b.template data_ptr<T>(), k, n, ldb, {1, 1, isa});
+  panels.multiply(x.template data_ptr<T>(), m, x.stride(0), y.template data_ptr<T>(), ldy,
+                  accumulate, x.stride(1));
   const double tol = std::is_same_v<T, float> ? 1e-4 * std::sqrt(double(k) + 1) : 1e-12;
   EXPECT_TRUE(at::allclose(y.narrow(1, 0, n).to(at::kDouble), expected, tol, tol))
       << (y.narrow(1, 0, n).to(at::kDouble) - expected).abs().max().template item<double>();
@@ -41,20 +58,47 @@ void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate) {
 }
 
 TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
-  // Rows around the 6-row block, columns around the 16-column panel, short and long sums.
-  for (int64_t m : {1, 5, 6, 7, 13})
-    for (int64_t n : {1, 15, 16, 17, 40})
-      for (int64_t k : {1, 3, 64})
-        for (bool transposed : {true, false})
-          for (bool accumulate : {false, true}) {
-            check<float>(m, n, k, transposed, accumulate);
-            check<double>(m, n, k, transposed, accumulate);
-          }
+  // Rows around the 6- and 8-row blocks, columns around the 16- and 32-column panels, short
+  // and long sums, on every block this CPU runs.
+  for (Isa isa : runnable())
+    for (int64_t m : {1, 5, 6, 7, 8, 9, 17})
+      for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70})
+        for (int64_t k : {1, 3, 64})
+          for (bool transposed : {true, false})
+            for (bool accumulate : {false, true}) {
+              check<float>(m, n, k, transposed, accumulate, isa);
+              if (isa == Isa::Scalar) check<double>(m, n, k, transposed, accumulate, isa);
+            }
+}
+
+// x read as the transpose of a row-major matrix: a weight gradient dy^T x, summed over more rows
+// than one pass takes.
+TEST(PackedGemm, TransposedRowsOfX) {
+  for (Isa isa : runnable()) {
+    check<float>(13, 40, 9, false, false, isa, true);
+    check<float>(8, 33, 64, true, true, isa, true);
+    check<float>(21, 70, 600, false, true, isa, true);  // sums taken 256 at a time
+  }
+}
+
+// Products used once: packed by two threads, rows split between three; bit-identical to one
+// thread's product.
+TEST(PackedGemm, ParallelPackingAndRowsChangeNothing) {
+  at::manual_seed(8);
+  const int64_t m = 45, n = 70, k = 300;
+  auto x = at::randn({m, k}), w = at::randn({n, k});
+  auto one = at::empty({m, n}), three = at::empty({m, n});
+  Panels<float>::transposed(w.data_ptr<float>(), n, k, k)
+      .multiply(x.data_ptr<float>(), m, k, one.data_ptr<float>(), n, false);
+  Panels<float>::transposed(w.data_ptr<float>(), n, k, k, {1, 2})
+      .multiply_parallel(x.data_ptr<float>(), m, k, three.data_ptr<float>(), n, false, 1, 3);
+  EXPECT_TRUE(at::equal(one, three));
+  EXPECT_TRUE(at::allclose(one, at::matmul(x, w.t()), 1e-3, 1e-3));
 }
 
 TEST(PackedGemm, DecoderShapes) {
-  check<float>(64, 768, 256, true, true);
-  check<float>(32, 256, 768, false, false);
+  check<float>(64, 768, 256, true, true, best_isa());
+  check<float>(32, 256, 768, false, false, best_isa());
 }
 
 // A kernel gives each thread every P-th row; the rows must come out bit-identical to the

@@ -13,6 +13,7 @@
 #include "blas.h"
 #include "gru_rows.h"
 #include "packed_gemm.h"
+#include "products.h"
 #include "row_parts.h"
 #include "simd.h"
 #include "softmax_row.h"
@@ -27,8 +28,12 @@ using torch::autograd::variable_list;
 template <typename T>
 void mul_at(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t m, int64_t n,
             int64_t k) {
-  blas::gemm(true, false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
-             static_cast<int>(lda), b, static_cast<int>(ldb), T(0), c, static_cast<int>(n));
+  if constexpr (std::is_same_v<T, float>) {
+    products::weight_gradient(a, lda, b, ldb, c, m, n, k);
+  } else {
+    blas::gemm(true, false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
+               static_cast<int>(lda), b, static_cast<int>(ldb), T(0), c, static_cast<int>(n));
+  }
 }
 
 template <typename T>

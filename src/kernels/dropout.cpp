@@ -1,9 +1,9 @@
 #include "attnkit/kernels/dropout.h"
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>

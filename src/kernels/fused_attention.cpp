@@ -27,7 +27,9 @@ using simd::exp_shift;
 struct MaskView {
   const bool* data = nullptr;
   int64_t sn = 0, sq = 0, sk = 1;
-  bool keep(int64_t n, int64_t i, int64_t j) const { return !data || data[n * sn + i * sq + j * sk]; }
+  bool keep(int64_t n, int64_t i, int64_t j) const {
+    return !data || data[n * sn + i * sq + j * sk];
+  }
 };
 
 MaskView mask_view(const at::Tensor& mask, int64_t n, int64_t tq, int64_t tk) {
@@ -51,15 +53,16 @@ void block_scores(const float* q, const float* k, int bq, int bk, int d, float s
       if (!mask.keep(n, i0 + i, j0 + j)) s[i * bk + j] = kNegInf;
 }
 
-void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const MaskView& mask,
-                    float scale, at::Tensor& out, at::Tensor& lse) {
+void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const MaskView& mask, float scale, at::Tensor& out, at::Tensor& lse) {
   const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
   const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
   const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
   float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>();
   const int64_t q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
   at::parallel_for(0, N * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> s(kBlockQ * kBlockK), p(kBlockQ * kBlockK), acc(kBlockQ * dv), m(kBlockQ), l(kBlockQ);
+    std::vector<float> s(kBlockQ * kBlockK), p(kBlockQ * kBlockK), acc(kBlockQ * dv), m(kBlockQ),
+        l(kBlockQ);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kBlockQ;
       const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
@@ -84,7 +87,8 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
             for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
           m[i] = m_new;
         }
-        gemm(false, false, bq, dv, bk, 1.f, p.data(), bk, V + (n * Tk + j0) * dv, dv, 1.f, acc.data(), dv);
+        gemm(false, false, bq, dv, bk, 1.f, p.data(), bk, V + (n * Tk + j0) * dv, dv, 1.f,
+             acc.data(), dv);
       }
       for (int i = 0; i < bq; ++i) {
         float* o = O + (n * Tq + i0 + i) * dv;
@@ -96,13 +100,15 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   });
 }
 
-void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const MaskView& mask,
-                     float scale, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& grad_out,
-                     at::Tensor& dq, at::Tensor& dk, at::Tensor& dv_t) {
+void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const MaskView& mask, float scale, const at::Tensor& out,
+                     const at::Tensor& lse, const at::Tensor& grad_out, at::Tensor& dq,
+                     at::Tensor& dk, at::Tensor& dv_t) {
   const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
   const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
   const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
-  const float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>(), *dO = grad_out.data_ptr<float>();
+  const float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>(),
+              *dO = grad_out.data_ptr<float>();
   float *dQ = dq.data_ptr<float>(), *dK = dk.data_ptr<float>(), *dV = dv_t.data_ptr<float>();
   // One thread per (batch x head) row: each owns its dK and dV, so no two threads write one block.
   at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
@@ -125,17 +131,23 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
           for (int i = 0; i < bq; ++i) {  // P = exp(S - lse), in place
             const float lse_i = L[n * Tq + i0 + i];
             float* row = s.data() + i * bk;
-            if (lse_i == kNegInf) std::fill(row, row + bk, 0.f);
-            else exp_shift(row, row, bk, lse_i);
+            if (lse_i == kNegInf)
+              std::fill(row, row + bk, 0.f);
+            else
+              exp_shift(row, row, bk, lse_i);
           }
           // dV += Pᵀ dO ; dP = dO Vᵀ
-          gemm(true, false, bk, dv, bq, 1.f, s.data(), bk, do_blk, dv, 1.f, dV + (n * Tk + j0) * dv, dv);
+          gemm(true, false, bk, dv, bq, 1.f, s.data(), bk, do_blk, dv, 1.f, dV + (n * Tk + j0) * dv,
+               dv);
           gemm(false, true, bq, bk, dv, 1.f, do_blk, dv, v_blk, dv, 0.f, dp.data(), bk);
           for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
-            for (int j = 0; j < bk; ++j) dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
+            for (int j = 0; j < bk; ++j)
+              dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
           // dQ += scale dS K ; dK += scale dSᵀ Q
-          gemm(false, false, bq, d, bk, scale, dp.data(), bk, k_blk, d, 1.f, dQ + (n * Tq + i0) * d, d);
-          gemm(true, false, bk, d, bq, scale, dp.data(), bk, q_blk, d, 1.f, dK + (n * Tk + j0) * d, d);
+          gemm(false, false, bq, d, bk, scale, dp.data(), bk, k_blk, d, 1.f, dQ + (n * Tq + i0) * d,
+               d);
+          gemm(true, false, bk, d, bq, scale, dp.data(), bk, q_blk, d, 1.f, dK + (n * Tk + j0) * d,
+               d);
         }
       }
     }
@@ -145,12 +157,14 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
   // The mask travels as an optional (an undefined tensor cannot be an autograd input).
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, c10::optional<at::Tensor> maybe_mask, double scale) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v,
+                            c10::optional<at::Tensor> maybe_mask, double scale) {
     const at::Tensor mask = maybe_mask.value_or(at::Tensor());
     auto out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
     auto lse = at::empty({q.size(0), q.size(1)}, q.options());
-    forward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)), static_cast<float>(scale), out, lse);
+    forward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)),
+                   static_cast<float>(scale), out, lse);
     ctx->save_for_backward({q, k, v, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["scale"] = scale;
@@ -163,11 +177,13 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const auto& q = saved[0];
     const auto& k = saved[1];
     const auto& v = saved[2];
-    const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+    const at::Tensor mask =
+        ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
     const double scale = ctx->saved_data["scale"].toDouble();
     auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-    backward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)), static_cast<float>(scale),
-                    saved[3], saved[4], grads[0].contiguous(), dq, dk, dv);
+    backward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)),
+                    static_cast<float>(scale), saved[3], saved[4], grads[0].contiguous(), dq, dk,
+                    dv);
     return {dq, dk, dv, at::Tensor(), at::Tensor()};
   }
 };
@@ -178,14 +194,17 @@ bool fused_attention_vectorised() { return simd::have_avx2(); }
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, double scale) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: Q ", q.sizes(), ", K ",
-              k.sizes(), " and V ", v.sizes(), " must be [N, T, d] (fold batch and heads into N)");
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: Q ", q.sizes(),
+              ", K ", k.sizes(), " and V ", v.sizes(),
+              " must be [N, T, d] (fold batch and heads into N)");
   TORCH_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(2) == k.size(2) &&
                   k.size(1) == v.size(1),
               "fused_attention: Q ", q.sizes(), ", K ", k.sizes(), " and V ", v.sizes(),
               " disagree (need Q [N, Tq, d], K [N, Tk, d], V [N, Tk, dv])");
-  TORCH_CHECK(q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat,
-              "fused_attention: float32 only (use functional::scaled_dot_product_attention otherwise)");
+  TORCH_CHECK(
+      q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
+          v.scalar_type() == at::kFloat,
+      "fused_attention: float32 only (use functional::scaled_dot_product_attention otherwise)");
   at::Tensor m;
   if (mask.defined()) {
     TORCH_CHECK(mask.dim() == 3, "fused_attention: the mask must be 3-D, got ", mask.sizes());

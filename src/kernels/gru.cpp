@@ -13,6 +13,7 @@
 #include "blas.h"
 #include "gru_rows.h"
 #include "packed_gemm.h"
+#include "products.h"
 #include "row_parts.h"
 
 namespace attnkit::kernels {
@@ -236,7 +237,15 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
     });
     // Steps a row did not run have zero dgh, so every step's weight gradient is one GEMM.
     auto dgh_flat = dgh.view({B * T, 3 * H});
-    return {dgi, dh0, dgh_flat.t().mm(before.view({B * T, H})), dgh_flat.sum(0), {}, {}, {}};
+    at::Tensor dw_hh;
+    if (before.scalar_type() == at::kFloat) {
+      dw_hh = at::empty({3 * H, H}, before.options());
+      products::weight_gradient(dgh.data_ptr<float>(), 3 * H, before.data_ptr<float>(), H,
+                                dw_hh.data_ptr<float>(), 3 * H, H, B * T);
+    } else {
+      dw_hh = dgh_flat.t().mm(before.view({B * T, H}));
+    }
+    return {dgi, dh0, dw_hh, dgh_flat.sum(0), {}, {}, {}};
   }
 };
 

@@ -4,7 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "blas.h"
+#include "products.h"
 
 namespace attnkit::kernels {
 namespace {
@@ -25,10 +25,9 @@ class Affine : public torch::autograd::Function<Affine> {
     RECORD_FUNCTION("attnkit::linear", std::vector<c10::IValue>());
     const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
     auto y = at::empty({rows, out}, x.options());
-    blas::affine(x.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),
-                 w.data_ptr<float>(), static_cast<int>(out),
-                 b.numel() > 0 ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-                 static_cast<int>(w.stride(0)));
+    products::affine(x.data_ptr<float>(), rows, in, w.data_ptr<float>(), out,
+                     b.numel() > 0 ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                     w.stride(0));
     ctx->save_for_backward({x, w});
     ctx->saved_data["bias"] = b.numel() > 0;
     return y;
@@ -38,15 +37,14 @@ class Affine : public torch::autograd::Function<Affine> {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w = saved[1];
     const auto dy = grads[0].contiguous();  // [rows, out]
-    const int rows = static_cast<int>(x.size(0)), in = static_cast<int>(x.size(1)),
-              out = static_cast<int>(w.size(0)), ldw = static_cast<int>(w.stride(0));
+    const int64_t rows = x.size(0), in = x.size(1), out = w.size(0), ldw = w.stride(0);
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::empty_like(x);
     if (ctx->needs_input_grad(1)) dw = at::empty({out, in}, x.options());
-    blas::linear_backward(dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(),
-                          w.data_ptr<float>(), ldw, 1.f,
-                          dx.defined() ? dx.data_ptr<float>() : nullptr,
-                          dw.defined() ? dw.data_ptr<float>() : nullptr);
+    products::linear_backward(dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(),
+                              w.data_ptr<float>(), ldw, 1.f,
+                              dx.defined() ? dx.data_ptr<float>() : nullptr,
+                              dw.defined() ? dw.data_ptr<float>() : nullptr);
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
     return {dx, dw, db};
   }
@@ -73,10 +71,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   if (needs_grad) return Affine::apply(x.contiguous().view({rows, in}), weight, b).view(sizes);
   const auto xc = x.contiguous();
   auto y = at::empty(sizes, x.options());
-  blas::affine(xc.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),
-               weight.data_ptr<float>(), static_cast<int>(out),
-               b.numel() > 0 ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-               static_cast<int>(weight.stride(0)));
+  products::affine(xc.data_ptr<float>(), rows, in, weight.data_ptr<float>(), out,
+                   b.numel() > 0 ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                   weight.stride(0));
   return y;
 }
 

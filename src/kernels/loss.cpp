@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "blas.h"
+#include "products.h"
 #include "simd.h"
 
 namespace attnkit::kernels {
@@ -144,9 +144,8 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     auto loss = at::zeros({N}, x.options());
     // Without the bias: it is added row by row below, where each row is read anyway, instead of
     // being copied into every row first for GEMM to read back.
-    blas::linear(x.data_ptr<float>(), static_cast<int>(N), static_cast<int>(K), w.data_ptr<float>(),
-                 static_cast<int>(V), d.data_ptr<float>(), /*accumulate=*/false, 0, 0,
-                 static_cast<int>(w.stride(0)));
+    products::linear(x.data_ptr<float>(), N, K, w.data_ptr<float>(), V, d.data_ptr<float>(),
+                     /*accumulate=*/false, w.stride(0));
     const int64_t* tgt = target.data_ptr<int64_t>();
     float *D = d.data_ptr<float>(), *L = loss.data_ptr<float>(), *Cs = colsum.data_ptr<float>();
     const float* B = b.data_ptr<float>();
@@ -177,8 +176,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     const int64_t ignore = ctx->saved_data["ignore"].toInt();
     const auto g = grads[0].contiguous();
     const int64_t N = x.size(0);
-    const int K = static_cast<int>(x.size(1)), V = static_cast<int>(w.size(0)),
-              ldw = static_cast<int>(w.stride(0));
+    const int64_t K = x.size(1), V = w.size(0), ldw = w.stride(0);
     // One upstream gradient for every row that has a loss (ignored rows have a zero gradient
     // whatever theirs is): then it is GEMM's alpha. Otherwise the rows are scaled first.
     const int64_t* tgt = target.data_ptr<int64_t>();
@@ -201,10 +199,10 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) dx = at::empty_like(x);
     if (ctx->needs_input_grad(1)) dw = at::empty({V, K}, x.options());
-    blas::linear_backward(dy.data_ptr<float>(), static_cast<int>(N), K, V, x.data_ptr<float>(),
-                          w.data_ptr<float>(), ldw, alpha,
-                          dx.defined() ? dx.data_ptr<float>() : nullptr,
-                          dw.defined() ? dw.data_ptr<float>() : nullptr);
+    products::linear_backward(dy.data_ptr<float>(), N, K, V, x.data_ptr<float>(),
+                              w.data_ptr<float>(), ldw, alpha,
+                              dx.defined() ? dx.data_ptr<float>() : nullptr,
+                              dw.defined() ? dw.data_ptr<float>() : nullptr);
     return {dx, dw, db, {}, {}, {}};
   }
 };

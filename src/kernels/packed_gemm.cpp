@@ -1,130 +1,234 @@
 #include "packed_gemm.h"
 
+#include "row_parts.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
-
-#include "simd.h"
+#include <type_traits>
 
 namespace attnkit::kernels::packed {
 namespace {
 
-constexpr int64_t P = Panels<float>::kPanel;
-constexpr int kRows = 6;  // 6 rows x 16 columns: 12 accumulators, 2 panel vectors, 1 broadcast
+// 6 rows x 16 columns: 12 accumulators, 2 panel vectors and a broadcast of the 16 ymm registers.
+constexpr int kRows2 = 6;
+// 8 rows x 32 columns: 16 accumulators of the 32 zmm registers (12 rows measured no faster).
+constexpr int kRows512 = 8;
+constexpr int64_t kDepth = 256;
 
-// c[R, cols] (+)= a[R, K] b, b one k-major panel [K, 16]; every sum in ascending k.
+// c[R, cols] (+)= a[R, K] b, b one k-major panel [K, 16]. Accumulating starts the sums from c,
+// so a product split along k continues each element's one chain of FMAs in ascending k.
 template <int R>
-__attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda, const float* b,
-                                                    int64_t K, float* c, int64_t ldc,
-                                                    bool accumulate, int64_t cols) {
+__attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda, int64_t ks,
+                                                    const float* b, int64_t K, float* c,
+                                                    int64_t ldc, bool accumulate, int64_t cols) {
   __m256 lo[R], hi[R];
+  alignas(32) float row[16];
 #pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+  for (int i = 0; i < R; ++i) {
+    const float* ci = c + i * ldc;
+    if (!accumulate) {
+      lo[i] = hi[i] = _mm256_setzero_ps();
+    } else if (cols == 16) {
+      lo[i] = _mm256_loadu_ps(ci);
+      hi[i] = _mm256_loadu_ps(ci + 8);
+    } else {
+      std::fill(row, row + 16, 0.f);
+      std::copy(ci, ci + cols, row);
+      lo[i] = _mm256_load_ps(row);
+      hi[i] = _mm256_load_ps(row + 8);
+    }
+  }
   for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * P), b1 = _mm256_loadu_ps(b + k * P + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * 16), b1 = _mm256_loadu_ps(b + k * 16 + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const __m256 x = _mm256_broadcast_ss(a + i * lda + k);
+      const __m256 x = _mm256_broadcast_ss(a + i * lda + k * ks);
       lo[i] = _mm256_fmadd_ps(x, b0, lo[i]);
       hi[i] = _mm256_fmadd_ps(x, b1, hi[i]);
     }
   }
-  if (cols == P) {
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      float* ci = c + i * ldc;
-      if (accumulate) {
-        lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(ci));
-        hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(ci + 8));
-      }
+  for (int i = 0; i < R; ++i) {
+    float* ci = c + i * ldc;
+    if (cols == 16) {
       _mm256_storeu_ps(ci, lo[i]);
       _mm256_storeu_ps(ci + 8, hi[i]);
+      continue;
     }
-    return;
-  }
-  alignas(32) float row[P];
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {  // the right edge: only `cols` columns exist in c
-    _mm256_store_ps(row, lo[i]);
+    _mm256_store_ps(row, lo[i]);  // the right edge: only `cols` columns exist in c
     _mm256_store_ps(row + 8, hi[i]);
-    float* ci = c + i * ldc;
-    for (int64_t j = 0; j < cols; ++j) ci[j] = accumulate ? ci[j] + row[j] : row[j];
+    std::copy(row, row + cols, ci);
   }
 }
 
-using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, bool,
-                         int64_t);
-constexpr BlockFn kBlocks[kRows + 1] = {nullptr,          block_avx2<1>, block_avx2<2>,
-                                        block_avx2<3>,    block_avx2<4>, block_avx2<5>,
-                                        block_avx2<kRows>};
+// The same with zmm registers on panels of 32.
+template <int R>
+__attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda, int64_t ks,
+                                                     const float* b, int64_t K, float* c,
+                                                     int64_t ldc, bool accumulate, int64_t cols) {
+  const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1),
+                  mhi = static_cast<__mmask16>(cols >= 32  ? 0xffff
+                                               : cols > 16 ? (1u << (cols - 16)) - 1
+                                                           : 0);
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    lo[i] = accumulate ? _mm512_maskz_loadu_ps(mlo, c + i * ldc) : _mm512_setzero_ps();
+    hi[i] = accumulate ? _mm512_maskz_loadu_ps(mhi, c + i * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * 32), b1 = _mm512_loadu_ps(b + k * 32 + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 x = _mm512_set1_ps(a[i * lda + k * ks]);
+      lo[i] = _mm512_fmadd_ps(x, b0, lo[i]);
+      hi[i] = _mm512_fmadd_ps(x, b1, hi[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    float* ci = c + i * ldc;
+    _mm512_mask_storeu_ps(ci, mlo, lo[i]);
+    _mm512_mask_storeu_ps(ci + 16, mhi, hi[i]);
+  }
+}
+
+using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                         bool, int64_t);
+constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,           block_avx2<1>, block_avx2<2>,
+                                       block_avx2<3>,     block_avx2<4>, block_avx2<5>,
+                                       block_avx2<kRows2>};
+constexpr BlockFn kAvx512[kRows512 + 1] = {
+    nullptr,         block_avx512<1>, block_avx512<2>, block_avx512<3>,       block_avx512<4>,
+    block_avx512<5>, block_avx512<6>, block_avx512<7>, block_avx512<kRows512>};
 
 // The portable path and double precision: the same sums in the same order, rounded after each
-// multiply where the AVX2 path fuses it with the add.
+// multiply where the vector blocks fuse it with the add.
 template <typename T>
-void multiply_scalar(const T* x, int64_t m, int64_t ldx, const T* data, int64_t K, int64_t N, T* y,
-                     int64_t ldy, bool accumulate) {
-  for (int64_t p = 0; p * P < N; ++p) {
-    const T* b = data + p * K * P;
-    const int64_t cols = std::min<int64_t>(P, N - p * P);
+void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data, int64_t K,
+                     int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate) {
+  std::vector<T> sum(width);
+  for (int64_t p = 0; p * width < N; ++p) {
+    const T* b = data + p * K * width;
+    const int64_t cols = std::min(width, N - p * width);
     for (int64_t i = 0; i < m; ++i) {
-      T sum[P] = {};
+      T* yi = y + i * ldy + p * width;
+      std::fill(sum.begin(), sum.end(), T(0));
+      if (accumulate) std::copy(yi, yi + cols, sum.begin());
       for (int64_t k = 0; k < K; ++k) {
-        const T xk = x[i * ldx + k];
-        for (int64_t j = 0; j < P; ++j) sum[j] += xk * b[k * P + j];
+        const T xk = x[i * ldx + k * ks];
+        for (int64_t j = 0; j < width; ++j) sum[j] += xk * b[k * width + j];
       }
-      T* yi = y + i * ldy + p * P;
-      for (int64_t j = 0; j < cols; ++j) yi[j] = accumulate ? yi[j] + sum[j] : sum[j];
+      std::copy(sum.begin(), sum.begin() + cols, yi);
     }
   }
 }
 
 }  // namespace
 
-template <typename T>
-Panels<T>::Panels(int64_t k, int64_t n)
-    : k_(k), n_(n), data_(static_cast<size_t>((n + P - 1) / P * P * k), T(0)) {}
+Isa best_isa() {
+  static const Isa isa = __builtin_cpu_supports("avx512f") ? Isa::Avx512
+                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                             ? Isa::Avx2
+                             : Isa::Scalar;
+  return isa;
+}
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512:
+      return "AVX-512";
+    case Isa::Avx2:
+      return "AVX2";
+    default:
+      return "scalar";
+  }
+}
 
 template <typename T>
-Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw) {
-  Panels out(k, n);
-  for (int64_t col = 0; col < n; ++col) {  // W's row `col` is op(B)'s column: read it in order
-    T* dst = out.data_.data() + (col / P) * k * P + col % P;
-    const T* src = w + col * ldw;
-    for (int64_t kk = 0; kk < k; ++kk) dst[kk * P] = src[kk];
-  }
+Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
+    : k_(k),
+      n_(n),
+      width_(isa == Isa::Avx512 ? 32 : 16),
+      isa_(std::is_same_v<T, float> ? isa : Isa::Scalar),
+      data_(static_cast<size_t>((n + width_ - 1) / width_ * width_ * k), T(0)) {}
+
+template <typename T>
+Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
+                                const PackOptions& options) {
+  Panels out(k, n, options.isa);
+  const int64_t P = out.width_, panels = (n + P - 1) / P;
+  const T scale = static_cast<T>(options.scale);
+  for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
+    for (int64_t p = part.first; p < panels; p += part.stride)
+      for (int64_t col = p * P; col < std::min(n, (p + 1) * P); ++col) {
+        T* dst = out.data_.data() + p * k * P + col % P;  // W's row `col` is op(B)'s column
+        const T* src = w + col * ldw;
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * P] = scale * src[kk];
+      }
+  });
   return out;
 }
 
 template <typename T>
-Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb) {
-  Panels out(k, n);
-  for (int64_t p = 0; p * P < n; ++p) {
-    const int64_t cols = std::min<int64_t>(P, n - p * P);
-    T* dst = out.data_.data() + p * k * P;
-    for (int64_t kk = 0; kk < k; ++kk)
-      std::copy(b + kk * ldb + p * P, b + kk * ldb + p * P + cols, dst + kk * P);
-  }
+Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
+                           const PackOptions& options) {
+  Panels out(k, n, options.isa);
+  const int64_t P = out.width_, panels = (n + P - 1) / P;
+  const T scale = static_cast<T>(options.scale);
+  for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
+    for (int64_t p = part.first; p < panels; p += part.stride) {
+      const int64_t cols = std::min(P, n - p * P);
+      T* dst = out.data_.data() + p * k * P;
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] = scale * b[kk * ldb + p * P + j];
+    }
+  });
   return out;
 }
 
 template <typename T>
-void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
-                         bool accumulate) const {
+void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                         int64_t kstride) const {
   if (m <= 0 || n_ == 0) return;
+  if (k_ == 0) {  // an empty sum
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + n_, T(0));
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
-    if (simd::have_avx2()) {
-      for (int64_t p = 0; p * P < n_; ++p) {
-        const float* b = data_.data() + p * k_ * P;
-        const int64_t cols = std::min<int64_t>(P, n_ - p * P);
-        for (int64_t i = 0; i < m; i += kRows) {
-          const int64_t rows = std::min<int64_t>(kRows, m - i);
-          kBlocks[rows](x + i * ldx, ldx, b, k_, y + i * ldy + p * P, ldy, accumulate, cols);
+    if (isa_ != Isa::Scalar) {
+      const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;
+      const BlockFn* blocks = isa_ == Isa::Avx512 ? kAvx512 : kAvx2;
+      // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
+      // most) stays in L1 while every row block streams it.
+      for (int64_t k0 = 0; k0 < k_; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, k_ - k0);
+        for (int64_t p = 0; p * width_ < n_; ++p) {
+          const float* b = data_.data() + (p * k_ + k0) * width_;
+          const int64_t cols = std::min(width_, n_ - p * width_);
+          for (int64_t i = 0; i < m; i += rows)
+            blocks[std::min<int64_t>(rows, m - i)](x + i * ldx + k0 * kstride, ldx, kstride, b,
+                                                   depth, y + i * ldy + p * width_, ldy,
+                                                   accumulate || k0 > 0, cols);
         }
       }
       return;
     }
   }
-  multiply_scalar(x, m, ldx, data_.data(), k_, n_, y, ldy, accumulate);
+  multiply_scalar(x, m, ldx, kstride, data_.data(), k_, n_, width_, y, ldy, accumulate);
+}
+
+template <typename T>
+void Panels<T>::multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
+                                  bool accumulate, int64_t kstride, int64_t parts) const {
+  const int64_t blocks = (m + 7) / 8;  // whole 8-row blocks per thread where possible
+  for_each_row_part(std::max<int64_t>(1, std::min(parts, blocks)), [&](RowPart part) {
+    const int64_t from = std::min(m, blocks * part.first / part.stride * 8),
+                  to = std::min(m, blocks * (part.first + 1) / part.stride * 8);
+    multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride);
+  });
 }
 
 template class Panels<float>;

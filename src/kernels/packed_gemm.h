@@ -1,12 +1,17 @@
 #pragma once
 
-// Private to src/kernels: products with a weight packed once and reused across a sequence's
-// steps. OpenBLAS packs the whole weight on every call, however few the rows: a decoder step
-// multiplies 64 rows by a 256 x 768 weight four times, and over a sequence that packing and
-// OpenBLAS's per-call thread hand-off cost as much as a third of the products. Packed once, the
-// weight is streamed by a register-blocked AVX2 kernel on one thread, so a kernel can give each
-// thread its own rows for a whole sequence (measured single-threaded at M = 32-64, K = 256-768:
-// 124-132 GFLOP/s against OpenBLAS's 98-116).
+// Private to src/kernels: products with a packed weight, streamed by register-blocked AVX-512 or
+// AVX2 kernels.
+//
+// Two reasons not to leave these products to OpenBLAS. OpenBLAS packs the whole weight on every
+// call, however few the rows: a decoder step multiplies 64 rows by a 256 x 768 weight four
+// times, and over a sequence that packing and OpenBLAS's hand-off between its threads cost as
+// much as a third of the products. Packed once, the weight is streamed on one thread, so a
+// kernel can give each thread its own rows for a whole sequence. And OpenBLAS 0.3.21 does not
+// know every CPU with AVX-512 (it runs its AVX2 kernels on this project's Zen 5 machines),
+// while the AVX-512 block here runs at twice the AVX2 block's rate where the CPU has full-width
+// AVX-512 units (measured on one core at M = 64, K = 256, N = 768: 268 against 136 GFLOP/s;
+// OpenBLAS 114).
 //
 // Every output element is one sum over k in ascending order whatever the rows, the row block
 // or the thread, so splitting rows between threads never changes a result.
@@ -16,28 +21,51 @@
 
 namespace attnkit::kernels::packed {
 
-// op(B) [K, N] stored as column panels of kPanel (zero-padded at the right edge), each panel
-// k-major: panel p holds op(B)[k, p * kPanel + j] at (p * K + k) * kPanel + j.
+enum class Isa { Scalar, Avx2, Avx512 };
+
+// The widest block this CPU runs (float); double always takes the portable loop.
+Isa best_isa();
+const char* to_string(Isa isa);
+
+// How a matrix is packed: scaled by `scale` (a GEMM's alpha, free here), by `parts` threads.
+struct PackOptions {
+  double scale = 1;
+  int64_t parts = 1;
+  Isa isa = best_isa();
+};
+
+// op(B) [K, N] stored as column panels of width() (zero-padded at the right edge), each panel
+// k-major: panel p holds op(B)[k, p * width() + j] at (p * K + k) * width() + j.
 template <typename T>
 class Panels {
  public:
-  static constexpr int64_t kPanel = 16;
-
   Panels() = default;
   // op(B) = W^T for W [N, K] with rows ldw apart: the nn.Linear layout, y = x W^T.
-  static Panels transposed(const T* w, int64_t n, int64_t k, int64_t ldw);
+  static Panels transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
+                           const PackOptions& options = {});
   // op(B) = B [K, N] with rows ldb apart: y = x B, as a backward pass multiplies by W.
-  static Panels plain(const T* b, int64_t k, int64_t n, int64_t ldb);
+  static Panels plain(const T* b, int64_t k, int64_t n, int64_t ldb,
+                      const PackOptions& options = {});
 
-  // y[m, N] = x[m, K] op(B) (+ y when accumulate); x rows ldx apart, y rows ldy apart.
-  void multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate) const;
+  // y[m, N] = x[m, K] op(B) (+ y when accumulate); x[i, k] at x + i * ldx + k * kstride (kstride
+  // 1: rows; ldx 1 and kstride > 1: x is the transpose of a row-major matrix), y rows ldy apart.
+  void multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                int64_t kstride = 1) const;
+
+  // The same with x's rows split between `parts` threads in contiguous blocks: for products too
+  // large for one thread that are not already inside a kernel's row parts.
+  void multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                         int64_t kstride, int64_t parts) const;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
+  int64_t width() const { return width_; }
+  Isa isa() const { return isa_; }
 
  private:
-  Panels(int64_t k, int64_t n);
-  int64_t k_ = 0, n_ = 0;
+  Panels(int64_t k, int64_t n, Isa isa);
+  int64_t k_ = 0, n_ = 0, width_ = 16;
+  Isa isa_ = Isa::Scalar;
   std::vector<T> data_;
 };
 

@@ -1,0 +1,63 @@
+#include "products.h"
+
+#include <algorithm>
+
+#include "blas.h"
+#include "packed_gemm.h"
+#include "row_parts.h"
+
+namespace attnkit::kernels::products {
+
+using packed::Panels;
+
+void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out, float* y,
+            bool accumulate, int64_t ldw) {
+  if (ldw == 0) ldw = in;
+  if (rows < blas::kGemvRows) {
+    blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w, static_cast<int>(out), y,
+                 accumulate, 0, 0, static_cast<int>(ldw));
+    return;
+  }
+  const int64_t parts = row_parts(rows);
+  Panels<float>::transposed(w, out, in, ldw, {1, parts})
+      .multiply_parallel(x, rows, in, y, out, accumulate, 1, parts);
+}
+
+void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
+            const float* bias, float* y, int64_t ldw) {
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
+  linear(x, rows, in, w, out, y, /*accumulate=*/bias != nullptr, ldw);
+}
+
+void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, const float* x,
+                     const float* w, int64_t ldw, float alpha, float* dx, float* dw) {
+  if (rows < blas::kGemvRows) {
+    blas::linear_backward(dy, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out),
+                          x, w, static_cast<int>(ldw), alpha, dx, dw);
+    return;
+  }
+  if (dx) {  // alpha dy [rows, out] W [out, in]
+    const int64_t parts = row_parts(rows);
+    Panels<float>::plain(w, out, in, ldw, {alpha, parts})
+        .multiply_parallel(dy, rows, out, dx, in, false, 1, parts);
+  }
+  if (dw) {  // (dy^T) [out, rows] (alpha x) [rows, in]
+    const int64_t parts = row_parts(out);
+    Panels<float>::plain(x, rows, in, in, {alpha, parts})
+        .multiply_parallel(dy, out, 1, dw, in, false, out, parts);
+  }
+}
+
+void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,
+                     int64_t n, int64_t k) {
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.f);
+    return;
+  }
+  const int64_t parts = row_parts(m);
+  Panels<float>::plain(b, k, n, ldb, {1, parts})
+      .multiply_parallel(a, m, 1, c, n, false, lda, parts);
+}
+
+}  // namespace attnkit::kernels::products

@@ -1,0 +1,31 @@
+#pragma once
+
+// Private to src/kernels: the float32 products a training step makes once each (the output
+// layer, the input projections, the weight gradients), on the packed AVX-512/AVX2 blocks with
+// rows split between the configured threads (packed_gemm.h says why not OpenBLAS). The same
+// calls as blas.h; below blas::kGemvRows rows they go to BLAS's GEMV, as there.
+
+#include <cstdint>
+
+namespace attnkit::kernels::products {
+
+// y[rows, out] = x[rows, in] W^T (+ y when accumulate), W row-major [out, in] (nn.Linear),
+// rows ldw apart (0: in).
+void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out, float* y,
+            bool accumulate, int64_t ldw = 0);
+
+// y[rows, out] = bias + x W^T, y contiguous; bias nullptr: no bias.
+void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
+            const float* bias, float* y, int64_t ldw = 0);
+
+// The backward pass of y = x W^T for dy [rows, out]: dx [rows, in] = alpha dy W and
+// dw [out, in] = alpha dy^T x, each skipped when its pointer is null.
+void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, const float* x,
+                     const float* w, int64_t ldw, float alpha, float* dx, float* dw);
+
+// c[m, n] = a[k, m]^T b[k, n], a rows lda apart and b rows ldb apart: a weight's gradient summed
+// over k rows (every step of a sequence at once).
+void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,
+                     int64_t n, int64_t k);
+
+}  // namespace attnkit::kernels::products
