@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "attnkit/core/info.h"
@@ -28,6 +29,7 @@ Command add_info_command(CLI::App& parent) {
                                   {"cpu",
                                    {{"model", info.cpu_model},
                                     {"torch_capability", info.torch_cpu_capability},
+                                    {"products", info.products_isa},
                                     {"features", info.cpu_features}}}};
               std::cout << j.dump(2) << "\n";
               return 0;
@@ -40,9 +42,16 @@ Command add_info_command(CLI::App& parent) {
                       << info.inter_op_threads << " inter-op, " << info.hardware_threads
                       << " hardware\n"
                       << "CPU       " << info.cpu_model << "\n"
-                      << "kernels   " << info.torch_cpu_capability << "; features:";
+                      << "kernels   ATen " << info.torch_cpu_capability << ", attnkit products "
+                      << info.products_isa << "; features:";
             for (const auto& f : info.cpu_features) std::cout << ' ' << f;
             std::cout << "\n";
+            const bool avx512 = std::find(info.cpu_features.begin(), info.cpu_features.end(),
+                                          "avx512f") != info.cpu_features.end();
+            if (avx512 && info.blas.detail.find("core Haswell") != std::string::npos)
+              std::cout << "note      OpenBLAS does not know this CPU and runs its AVX2 kernels; "
+                           "OPENBLAS_CORETYPE=SkylakeX\n          in the environment gives it "
+                           "its AVX-512 ones (SGEMM 1.85x faster on Zen 5).\n";
             if (info.blas.is_reference)
               std::cerr << "\nWARNING: the reference BLAS is live; matrix products are ~30x "
                            "slower.\n  Install OpenBLAS:  apt-get install libopenblas0-pthread\n"

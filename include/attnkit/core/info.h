@@ -22,6 +22,7 @@ struct RuntimeInfo {
   unsigned hardware_threads = 0;
   std::string cpu_model;
   std::string torch_cpu_capability;       // the kernel level ATen dispatches to, e.g. "AVX2"
+  std::string products_isa;               // attnkit's packed matrix products: "AVX-512", ...
   std::vector<std::string> cpu_features;  // the SIMD features this CPU reports
 };
 
