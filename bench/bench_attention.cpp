@@ -199,8 +199,8 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --threads=N and --blas (ThreadPolicy::Blas) are ours; take them out before Google
-  // Benchmark parses the rest.
+  // --threads=N, --blas (ThreadPolicy::Blas) and --kernels (ThreadPolicy::Kernels) are ours;
+  // take them out before Google Benchmark parses the rest.
   int threads = 1;
   auto policy = attnkit::ThreadPolicy::IntraOp;
   int kept = 1;
@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
       threads = std::stoi(argv[i] + 10);
     else if (std::strcmp(argv[i], "--blas") == 0)
       policy = attnkit::ThreadPolicy::Blas;
+    else if (std::strcmp(argv[i], "--kernels") == 0)
+      policy = attnkit::ThreadPolicy::Kernels;
     else
       argv[kept++] = argv[i];
   }

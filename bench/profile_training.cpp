@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   attnkit::tune_allocator();
-  attnkit::set_threads(argc > 2 ? std::stoi(argv[2]) : 0, attnkit::ThreadPolicy::Blas);
+  attnkit::set_threads(argc > 2 ? std::stoi(argv[2]) : 0, attnkit::ThreadPolicy::Kernels);
   at::manual_seed(0);
   const int64_t B = 64, S = 12, T = 12, V_src = 4690, V_tgt = 2782;
   attnkit::seq2seq::Seq2Seq model(attnkit::seq2seq::Seq2SeqOptions(V_src, V_tgt));

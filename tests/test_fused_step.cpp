@@ -37,42 +37,47 @@ Seq2Seq make_model(const Case& c) {
   return model;
 }
 
+// 3 rows take one GEMV per row and product, 10 the packed weights with rows split between threads.
 TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
   for (const Case& c : {Case{ScoreKind::Bahdanau, 1, true}, Case{ScoreKind::Additive, 2, true},
-                        Case{ScoreKind::Bahdanau, 2, false}}) {
-    SCOPED_TRACE(to_string(c.score) + ", " + std::to_string(c.layers) + " layers");
-    auto model = make_model(c);
-    ASSERT_TRUE(seq2seq::FusedStep::supports(model->decoder));
-    c10::InferenceMode inference;
-    auto source = at::randint(1, 17, {3, 6}, at::kLong);
-    auto lengths = at::tensor({6, 2, 4}, at::kLong);
-    auto reference = model->decoder->start(model->encoder->forward(source, lengths));
-    auto state = reference;
-    // A row with nothing to attend to gets zero weights and context, never NaN.
-    reference.mask = state.mask = state.mask.clone().index_put_({1}, false);
-    seq2seq::FusedStep fused(model->decoder);
-    auto tokens = at::tensor({1, 5, 9}, at::kLong);
-    for (int t = 0; t < 4; ++t) {
-      auto expected = model->decoder->step(tokens, reference);
-      auto actual = fused.step(tokens, state);
-      EXPECT_TRUE(close(actual.logits, expected.logits)) << "step " << t;
-      EXPECT_TRUE(close(actual.attention, expected.attention)) << "step " << t;
-      EXPECT_TRUE(close(actual.feed, expected.feed)) << "step " << t;
-      EXPECT_TRUE(close(state.hidden, reference.hidden)) << "step " << t;
-      EXPECT_EQ(actual.attention[1].abs().sum().item<float>(), 0.f);
-      EXPECT_TRUE(at::isfinite(actual.logits).all().item<bool>());
-      tokens = expected.logits.argmax(-1);
+                        Case{ScoreKind::Bahdanau, 2, false}})
+    for (int64_t rows : {3, 10}) {
+      SCOPED_TRACE(to_string(c.score) + ", " + std::to_string(c.layers) + " layers, " +
+                   std::to_string(rows) + " rows");
+      auto model = make_model(c);
+      ASSERT_TRUE(seq2seq::FusedStep::supports(model->decoder));
+      c10::InferenceMode inference;
+      auto source = at::randint(1, 17, {rows, 6}, at::kLong);
+      auto lengths = at::randint(1, 7, {rows}, at::kLong);
+      lengths[0] = 6;
+      auto reference = model->decoder->start(model->encoder->forward(source, lengths));
+      auto state = reference;
+      // A row with nothing to attend to gets zero weights and context, never NaN.
+      reference.mask = state.mask = state.mask.clone().index_put_({1}, false);
+      seq2seq::FusedStep fused(model->decoder);
+      auto tokens = at::randint(1, 19, {rows}, at::kLong);
+      for (int t = 0; t < 4; ++t) {
+        auto expected = model->decoder->step(tokens, reference);
+        auto actual = fused.step(tokens, state);
+        EXPECT_TRUE(close(actual.logits, expected.logits)) << "step " << t;
+        EXPECT_TRUE(close(actual.attention, expected.attention)) << "step " << t;
+        EXPECT_TRUE(close(actual.feed, expected.feed)) << "step " << t;
+        EXPECT_TRUE(close(state.hidden, reference.hidden)) << "step " << t;
+        EXPECT_EQ(actual.attention[1].abs().sum().item<float>(), 0.f);
+        EXPECT_TRUE(at::isfinite(actual.logits).all().item<bool>());
+        tokens = expected.logits.argmax(-1);
+      }
     }
-  }
 }
 
-// The first layer's embedding projection is cached per decoder: training or loading weights
-// in place must rebuild it, and another model must not see it.
-TEST(FusedStep, EmbeddingProjectionFollowsWeightChanges) {
+// The first layer's embedding projection and the packed weights are cached per decoder: training
+// or loading weights in place must rebuild them, and another model must not see them. 9 rows:
+// the packed weights are used.
+TEST(FusedStep, PreparedWeightsFollowWeightChanges) {
   auto model = make_model({ScoreKind::Bahdanau, 1, true});
-  auto source = at::randint(1, 17, {2, 5}, at::kLong);
-  auto lengths = at::tensor({5, 3}, at::kLong);
-  auto tokens = at::tensor({4, 7}, at::kLong);
+  auto source = at::randint(1, 17, {9, 5}, at::kLong);
+  auto lengths = at::tensor({5, 3, 5, 1, 2, 4, 5, 3, 2}, at::kLong);
+  auto tokens = at::tensor({4, 7, 1, 2, 3, 5, 6, 8, 9}, at::kLong);
   auto matches_reference = [&](Seq2Seq& m) {
     c10::InferenceMode inference;
     auto state = m->decoder->start(m->encoder->forward(source, lengths));
@@ -91,6 +96,11 @@ TEST(FusedStep, EmbeddingProjectionFollowsWeightChanges) {
     model->decoder->gru->all_weights()[0].mul_(1.5);
   }
   EXPECT_TRUE(matches_reference(model)) << "after an in-place change of W_ih";
+  {
+    at::NoGradGuard no_grad;
+    model->decoder->output->weight.mul_(-1);
+  }
+  EXPECT_TRUE(matches_reference(model)) << "after an in-place change of the output layer";
   auto other = make_model({ScoreKind::Bahdanau, 1, true});  // the original weights again
   EXPECT_TRUE(matches_reference(other));
   EXPECT_TRUE(matches_reference(model));

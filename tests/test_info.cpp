@@ -48,6 +48,11 @@ TEST(Info, ThreadPoliciesGiveTheCoresToOnePool) {
   EXPECT_EQ(runtime_info().intra_op_threads, 2);
   EXPECT_NE(detect_blas().detail.find(", 1 threads"), std::string::npos) << detect_blas().detail;
   EXPECT_EQ(blas_threads(), 1);
+  set_threads(2, ThreadPolicy::Kernels);  // attnkit's own threads: neither pool gets any
+  EXPECT_EQ(configured_threads(), 2);
+  EXPECT_EQ(configured_policy(), ThreadPolicy::Kernels);
+  EXPECT_EQ(runtime_info().intra_op_threads, 1);
+  EXPECT_EQ(blas_threads(), 1);
   set_threads(1);
 }
 

@@ -340,7 +340,7 @@ Command add_train_command(CLI::App& parent) {
             a->threads = root->get_option("--threads")->as<int>();
             return run(*a, command_line());
           },
-          ThreadPolicy::Blas};
+          ThreadPolicy::Kernels};
 }
 
 }  // namespace attnkit::cli

@@ -11,7 +11,6 @@
 #include <climits>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -131,33 +130,13 @@ void tune_allocator() {
 namespace {
 
 std::atomic<int> configured{0};
+std::atomic<ThreadPolicy> configured_as{ThreadPolicy::IntraOp};
 
 // OpenBLAS's thread controls, looked up at run time: another BLAS may be the live one.
 void set_blas_threads(int n) {
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     set(n);
-}
-
-// OpenBLAS's idle workers spin for 2^28 cycles (about 0.1 s) before they sleep, and products
-// come every few milliseconds in training, so they never sleep: they hold the cores that
-// attnkit's kernels need for their own threads between products (kernels/row_parts.h), which
-// then ran slower than on one thread. The timeout (OPENBLAS_THREAD_TIMEOUT, read once at load)
-// is set to its minimum, 2^4 cycles, and the workers restarted to take it. A user's own
-// OPENBLAS_THREAD_TIMEOUT stands.
-void shorten_blas_spin() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (std::getenv("OPENBLAS_THREAD_TIMEOUT")) return;
-    using Fn = void (*)();
-    auto read_env = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_read_env"));
-    auto restart = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
-    if (!read_env || !restart) return;
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
-    read_env();
-    unsetenv("OPENBLAS_THREAD_TIMEOUT");
-    restart();  // the workers exit; the next threaded product starts them with the new timeout
-  });
 }
 
 }  // namespace
@@ -173,6 +152,8 @@ int configured_threads() {
   return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+ThreadPolicy configured_policy() { return configured_as; }
+
 ScopedBlasThreads::ScopedBlasThreads(int n) : previous_(blas_threads()) { set_blas_threads(n); }
 
 ScopedBlasThreads::~ScopedBlasThreads() { set_blas_threads(previous_); }
@@ -180,10 +161,9 @@ ScopedBlasThreads::~ScopedBlasThreads() { set_blas_threads(previous_); }
 void set_threads(int n, ThreadPolicy policy) {
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   configured = n;
-  const bool blas = policy == ThreadPolicy::Blas;
-  at::set_num_threads(blas ? 1 : n);
-  if (blas && n > 1) shorten_blas_spin();
-  set_blas_threads(blas ? n : 1);
+  configured_as = policy;
+  at::set_num_threads(policy == ThreadPolicy::IntraOp ? n : 1);
+  set_blas_threads(policy == ThreadPolicy::Blas ? n : 1);
 }
 
 }  // namespace attnkit

@@ -169,7 +169,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
                    hh_w = Panels::transposed(Whh, 3 * H, H, H),
                    query_w = Panels::transposed(Wq, A, H, H),
                    combine_w = Panels::transposed(Wc, H, C, C);
-      for_each_row_part(row_parts(B), [&](RowPart part) {
+      for_each_row_part(row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C)), [&](RowPart part) {
         const int64_t j = part.first, P = part.stride;
         for (int64_t t = 0; t < T; ++t) {
           const int64_t R = plan.rows[t], o = plan.offset[t], n = part.count(R);
@@ -268,7 +268,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
       const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, w_feed.size(1)),
                    hh_w = Panels::plain(Whh, 3 * H, H, H), query_w = Panels::plain(Wq, A, H, H),
                    combine_w = Panels::plain(Wc, H, C, C);
-      for_each_row_part(row_parts(B), [&](RowPart part) {
+      for_each_row_part(row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C)), [&](RowPart part) {
         const int64_t j = part.first, P = part.stride;
         std::vector<F> da(S);
         for (int64_t t = T - 1; t >= 0; --t) {

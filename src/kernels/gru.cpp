@@ -43,7 +43,10 @@ class Recurrent {
                            : packed::Panels<T>::plain(w_hh.data_ptr<T>(), G, H, H);
   }
 
-  int64_t parts() const { return packed_ ? row_parts(batch_) : 1; }
+  // Threads for `steps` steps of this product.
+  int64_t parts(int64_t steps) const {
+    return packed_ ? row_parts(batch_, 2.0 * batch_ * steps * w_.size(0) * w_.size(1)) : 1;
+  }
 
   // y[rows] (=|+=) x[rows] op(W) (+ b_hh forward); rows ldx and ldy apart.
   void apply(const T* x, int64_t rows, int64_t ldx, T* y, int64_t ldy) const {
@@ -156,7 +159,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
       const Recurrent<scalar_t> product(w_hh, b_hh, B, /*transposed=*/true);
       for (int64_t b = 0; b < B; ++b)
         std::copy(H0 + order[b] * H, H0 + (order[b] + 1) * H, Hs + b * H);
-      for_each_row_part(product.parts(), [&](RowPart part) {
+      for_each_row_part(product.parts(T), [&](RowPart part) {
         const int64_t j = part.first, stride = part.stride;
         for (int64_t s = 0; s < T; ++s) {
           const int64_t t = reverse ? T - 1 - s : s;
@@ -210,7 +213,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
       const Recurrent<scalar_t> product(w_hh, at::Tensor(), B, /*transposed=*/false);
       for (int64_t b = 0; b < B; ++b)
         std::copy(dFn + order[b] * H, dFn + (order[b] + 1) * H, dH + b * H);
-      for_each_row_part(product.parts(), [&](RowPart part) {
+      for_each_row_part(product.parts(T), [&](RowPart part) {
         const int64_t j = part.first, stride = part.stride;
         std::vector<scalar_t> g(H);
         for (int64_t s = T - 1; s >= 0; --s) {

@@ -18,7 +18,7 @@ void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
                  accumulate, 0, 0, static_cast<int>(ldw));
     return;
   }
-  const int64_t parts = row_parts(rows);
+  const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
   Panels<float>::transposed(w, out, in, ldw, {1, parts})
       .multiply_parallel(x, rows, in, y, out, accumulate, 1, parts);
 }
@@ -38,12 +38,12 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
     return;
   }
   if (dx) {  // alpha dy [rows, out] W [out, in]
-    const int64_t parts = row_parts(rows);
+    const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
     Panels<float>::plain(w, out, in, ldw, {alpha, parts})
         .multiply_parallel(dy, rows, out, dx, in, false, 1, parts);
   }
   if (dw) {  // (dy^T) [out, rows] (alpha x) [rows, in]
-    const int64_t parts = row_parts(out);
+    const int64_t parts = row_parts(out, 2.0 * rows * in * out);
     Panels<float>::plain(x, rows, in, in, {alpha, parts})
         .multiply_parallel(dy, out, 1, dw, in, false, out, parts);
   }
@@ -55,7 +55,7 @@ void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, f
     std::fill(c, c + m * n, 0.f);
     return;
   }
-  const int64_t parts = row_parts(m);
+  const int64_t parts = row_parts(m, 2.0 * m * n * k);
   Panels<float>::plain(b, k, n, ldb, {1, parts})
       .multiply_parallel(a, m, 1, c, n, false, lda, parts);
 }

@@ -26,23 +26,51 @@ struct RowPart {
   }
 };
 
-// How many parts to split `rows` rows into: the threads the caller gave LibTorch or OpenBLAS,
-// whichever owns them (attnkit::ThreadPolicy), at most one per row; one inside a parallel
-// region, or where callers run several single-threaded BLAS users side by side.
+// While one lives, row_parts() is 1 on its thread: for threads that already share the cores
+// out, as the translator's batch workers and the parts themselves.
+class OnePartPerThread {
+ public:
+  OnePartPerThread() { ++depth(); }
+  ~OnePartPerThread() { --depth(); }
+  OnePartPerThread(const OnePartPerThread&) = delete;
+  OnePartPerThread& operator=(const OnePartPerThread&) = delete;
+  static bool active() { return depth() > 0; }
+
+ private:
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+};
+
+// How many parts to split `rows` rows into, at most one per row: the configured threads under
+// ThreadPolicy::Kernels; otherwise the threads the caller gave LibTorch or OpenBLAS, whichever
+// owns them, so that a caller running several single-threaded BLAS users side by side gets one
+// part each. One inside a LibTorch parallel region.
 inline int64_t row_parts(int64_t rows) {
-  if (at::in_parallel_region()) return 1;
-  const int64_t threads = std::max<int64_t>(at::get_num_threads(), blas_threads());
+  if (OnePartPerThread::active() || at::in_parallel_region()) return 1;
+  const int64_t threads = configured_policy() == ThreadPolicy::Kernels
+                              ? configured_threads()
+                              : std::max<int64_t>(at::get_num_threads(), blas_threads());
   return std::max<int64_t>(1, std::min(threads, rows));
 }
 
-// fn(RowPart) for parts 0..parts-1, the caller running part 0. Threads of their own rather than
-// a pool's: under ThreadPolicy::Blas, which training uses, LibTorch's pool has one thread, and
-// OpenBLAS's workers are idle between products (attnkit::set_threads shortens their spin so
-// that they sleep, rather than hold the cores, while the parts run).
+// The same for a product of `flops` floating-point operations: starting and joining a thread
+// costs about 30 us, so every part beyond the first must bring at least 8 MFLOP (30-60 us on one
+// core) of work. At batch 1 the encoder's products are far smaller.
+inline int64_t row_parts(int64_t rows, double flops) {
+  return std::max<int64_t>(1,
+                           std::min<int64_t>(row_parts(rows), static_cast<int64_t>(flops / 8e6)));
+}
+
+// fn(RowPart) for parts 0..parts-1, the caller running part 0, on threads of their own: under
+// ThreadPolicy::Kernels neither LibTorch's pool nor OpenBLAS's has a thread to spare, and
+// their idle workers would spin on the cores the parts need.
 template <typename Fn>
 void for_each_row_part(int64_t parts, const Fn& fn) {
   std::vector<std::exception_ptr> errors(parts);
   auto run = [&](int64_t j) {
+    OnePartPerThread nested;  // a part's own products stay on its thread
     try {
       fn(RowPart{j, parts});
     } catch (...) {

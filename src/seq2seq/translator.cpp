@@ -14,6 +14,7 @@
 #include <numeric>
 #include <thread>
 
+#include "../kernels/row_parts.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
@@ -236,7 +237,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   std::exception_ptr error;
   std::mutex mutex;  // guards `error` and `stats`
   auto work = [&] {
-    at::init_num_threads();  // a new thread takes LibTorch's thread settings from here
+    at::init_num_threads();              // a new thread takes LibTorch's thread settings from here
+    kernels::OnePartPerThread one_part;  // the kernels' products stay on this worker's thread
     SearchStats mine;
     try {
       for (size_t b; !failed && (b = next++) < batches.size();)

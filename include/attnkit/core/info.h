@@ -38,16 +38,22 @@ enum class ThreadPolicy {
   // OpenMP intra-op threads; OpenBLAS runs in the calling thread. Best for attention
   // kernels and large elementwise work, which LibTorch and attnkit parallelise themselves.
   IntraOp,
-  // OpenBLAS threads; LibTorch ops run in the calling thread. Best for recurrent models,
-  // whose time is in matrix products too small for LibTorch to split but not for OpenBLAS
-  // (GRU training +24% tokens/s on 2 cores, docs/PERFORMANCE.md).
+  // OpenBLAS threads; LibTorch ops run in the calling thread. Best where OpenBLAS does the
+  // products, as in decoding batch by batch.
   Blas,
+  // attnkit's kernels own the threads: LibTorch and OpenBLAS run in the calling thread, and
+  // the packed products and sequence kernels split their rows between threads of their own
+  // (no pool waits between products for them). Best for training, whose products are
+  // nearly all attnkit's.
+  Kernels,
 };
 
 // n <= 0: one thread per hardware thread.
 void set_threads(int n, ThreadPolicy policy = ThreadPolicy::IntraOp);
 // The thread count last given to set_threads (resolved), or the hardware threads before any call.
 int configured_threads();
+// The policy last given to set_threads (IntraOp before any call).
+ThreadPolicy configured_policy();
 
 // OpenBLAS's thread count (1 for a BLAS without threads of its own).
 int blas_threads();
