@@ -1,6 +1,6 @@
 #include "attnkit/kernels/fused_attention.h"
 
-#include "blas.h"
+#include "packed_gemm.h"
 #include "simd.h"
 
 #include <ATen/ATen.h>
@@ -16,10 +16,10 @@
 namespace attnkit::kernels {
 namespace {
 
-constexpr int kBlockQ = 128, kBlockK = 256;
+constexpr int kBlockQ = 128, kBlockK = 512;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-using blas::gemm;
+using packed::Panels;
 
 using simd::exp_shift;
 
@@ -43,10 +43,11 @@ MaskView mask_view(const at::Tensor& mask, int64_t n, int64_t tq, int64_t tk) {
   return v;
 }
 
-// S[bq, bk] = scale Q_blk K_blkᵀ with masked scores at -inf.
-void block_scores(const float* q, const float* k, int bq, int bk, int d, float scale, float* s,
+// S[bq, bk] = Q_blk (scale K)ᵀ for keys j0.. (`scaled_kt`: scale Kᵀ of this row, packed), with
+// masked scores at -inf.
+void block_scores(const float* q, const Panels<float>& scaled_kt, int bq, int bk, int d, float* s,
                   const MaskView& mask, int64_t n, int64_t i0, int64_t j0) {
-  gemm(false, true, bq, bk, d, scale, q, d, k, d, 0.f, s, bk);
+  scaled_kt.multiply_block(q, bq, d, s, bk, false, 1, 0, d, j0, j0 + bk);
   if (!mask.data) return;
   for (int i = 0; i < bq; ++i)
     for (int j = 0; j < bk; ++j)
@@ -59,42 +60,44 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
   const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
   float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>();
-  const int64_t q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
-  at::parallel_for(0, N * q_blocks, 1, [&](int64_t begin, int64_t end) {
+  // One task per (batch x head) row, whose K and V are packed once for all its query blocks.
+  at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> s(kBlockQ * kBlockK), p(kBlockQ * kBlockK), acc(kBlockQ * dv), m(kBlockQ),
         l(kBlockQ);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kBlockQ;
-      const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
-      const float* q_blk = Q + (n * Tq + i0) * d;
-      std::fill(m.begin(), m.end(), kNegInf);
-      std::fill(l.begin(), l.end(), 0.f);
-      std::fill(acc.begin(), acc.begin() + bq * dv, 0.f);
-      for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
-        const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
-        block_scores(q_blk, K + (n * Tk + j0) * d, bq, bk, d, scale, s.data(), mask, n, i0, j0);
-        for (int i = 0; i < bq; ++i) {
-          const float* row = s.data() + i * bk;
-          const float m_new = std::max(m[i], *std::max_element(row, row + bk));
-          float* prow = p.data() + i * bk;
-          if (m_new == kNegInf) {  // nothing to attend to yet
-            std::fill(prow, prow + bk, 0.f);
-            continue;
+    for (int64_t n = begin; n < end; ++n) {
+      const auto scaled_kt = Panels<float>::transposed(K + n * Tk * d, Tk, d, d, {scale});
+      const auto vp = Panels<float>::plain(V + n * Tk * dv, Tk, dv, dv);
+      for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
+        const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
+        const float* q_blk = Q + (n * Tq + i0) * d;
+        std::fill(m.begin(), m.end(), kNegInf);
+        std::fill(l.begin(), l.end(), 0.f);
+        std::fill(acc.begin(), acc.begin() + bq * dv, 0.f);
+        for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
+          const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
+          block_scores(q_blk, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
+          for (int i = 0; i < bq; ++i) {
+            const float* row = s.data() + i * bk;
+            const float m_new = std::max(m[i], simd::max_of(row, bk));
+            float* prow = p.data() + i * bk;
+            if (m_new == kNegInf) {  // nothing to attend to yet
+              std::fill(prow, prow + bk, 0.f);
+              continue;
+            }
+            const float correction = m[i] == kNegInf ? 0.f : std::exp(m[i] - m_new);
+            l[i] = l[i] * correction + exp_shift(row, prow, bk, m_new);
+            if (correction != 1.f)
+              for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
+            m[i] = m_new;
           }
-          const float correction = m[i] == kNegInf ? 0.f : std::exp(m[i] - m_new);
-          l[i] = l[i] * correction + exp_shift(row, prow, bk, m_new);
-          if (correction != 1.f)
-            for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
-          m[i] = m_new;
+          vp.multiply_block(p.data(), bq, bk, acc.data(), dv, true, 1, j0, j0 + bk, 0, dv);
         }
-        gemm(false, false, bq, dv, bk, 1.f, p.data(), bk, V + (n * Tk + j0) * dv, dv, 1.f,
-             acc.data(), dv);
-      }
-      for (int i = 0; i < bq; ++i) {
-        float* o = O + (n * Tq + i0 + i) * dv;
-        const float inv = l[i] > 0 ? 1.f / l[i] : 0.f;
-        for (int c = 0; c < dv; ++c) o[c] = acc[i * dv + c] * inv;
-        L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log(l[i]) : kNegInf;
+        for (int i = 0; i < bq; ++i) {
+          float* o = O + (n * Tq + i0 + i) * dv;
+          const float inv = l[i] > 0 ? 1.f / l[i] : 0.f;
+          for (int c = 0; c < dv; ++c) o[c] = acc[i * dv + c] * inv;
+          L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log(l[i]) : kNegInf;
+        }
       }
     }
   });
@@ -119,15 +122,22 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
         for (int c = 0; c < dv; ++c) acc += dO[(n * Tq + i) * dv + c] * O[(n * Tq + i) * dv + c];
         D[i] = acc;
       }
+      // Each operand packed once for the row, in the layout its product reads, scaled where the
+      // product is.
+      const float *Kn = K + n * Tk * d, *Vn = V + n * Tk * dv, *Qn = Q + n * Tq * d,
+                  *dOn = dO + n * Tq * dv;
+      const auto scaled_kt = Panels<float>::transposed(Kn, Tk, d, d, {scale});  // S = Q (s K)ᵀ
+      const auto vt = Panels<float>::transposed(Vn, Tk, dv, dv);                // dP = dO Vᵀ
+      const auto scaled_k = Panels<float>::plain(Kn, Tk, d, d, {scale});        // dQ = dS (s K)
+      const auto scaled_q = Panels<float>::plain(Qn, Tq, d, d, {scale});        // dK = dSᵀ (s Q)
+      const auto dop = Panels<float>::plain(dOn, Tq, dv, dv);                   // dV = Pᵀ dO
       for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
         const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
-        const float* k_blk = K + (n * Tk + j0) * d;
-        const float* v_blk = V + (n * Tk + j0) * dv;
         for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
           const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
-          const float* q_blk = Q + (n * Tq + i0) * d;
-          const float* do_blk = dO + (n * Tq + i0) * dv;
-          block_scores(q_blk, k_blk, bq, bk, d, scale, s.data(), mask, n, i0, j0);
+          const float* q_blk = Qn + i0 * d;
+          const float* do_blk = dOn + i0 * dv;
+          block_scores(q_blk, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
           for (int i = 0; i < bq; ++i) {  // P = exp(S - lse), in place
             const float lse_i = L[n * Tq + i0 + i];
             float* row = s.data() + i * bk;
@@ -136,18 +146,18 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
             else
               exp_shift(row, row, bk, lse_i);
           }
-          // dV += Pᵀ dO ; dP = dO Vᵀ
-          gemm(true, false, bk, dv, bq, 1.f, s.data(), bk, do_blk, dv, 1.f, dV + (n * Tk + j0) * dv,
-               dv);
-          gemm(false, true, bq, bk, dv, 1.f, do_blk, dv, v_blk, dv, 0.f, dp.data(), bk);
+          // dV += Pᵀ dO (Pᵀ read in place) ; dP = dO Vᵀ
+          dop.multiply_block(s.data(), bk, 1, dV + (n * Tk + j0) * dv, dv, true, bk, i0, i0 + bq, 0,
+                             dv);
+          vt.multiply_block(do_blk, bq, dv, dp.data(), bk, false, 1, 0, dv, j0, j0 + bk);
           for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
             for (int j = 0; j < bk; ++j)
               dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
-          // dQ += scale dS K ; dK += scale dSᵀ Q
-          gemm(false, false, bq, d, bk, scale, dp.data(), bk, k_blk, d, 1.f, dQ + (n * Tq + i0) * d,
-               d);
-          gemm(true, false, bk, d, bq, scale, dp.data(), bk, q_blk, d, 1.f, dK + (n * Tk + j0) * d,
-               d);
+          // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
+          scaled_k.multiply_block(dp.data(), bq, bk, dQ + (n * Tq + i0) * d, d, true, 1, j0,
+                                  j0 + bk, 0, d);
+          scaled_q.multiply_block(dp.data(), bk, 1, dK + (n * Tk + j0) * d, d, true, bk, i0,
+                                  i0 + bq, 0, d);
         }
       }
     }

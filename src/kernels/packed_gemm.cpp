@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -106,11 +108,11 @@ constexpr BlockFn kAvx512[kRows512 + 1] = {
 // The portable path and double precision: the same sums in the same order, rounded after each
 // multiply where the vector blocks fuse it with the add.
 template <typename T>
-void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data, int64_t K,
-                     int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate) {
+void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data, int64_t panel_k,
+                     int64_t K, int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate) {
   std::vector<T> sum(width);
   for (int64_t p = 0; p * width < N; ++p) {
-    const T* b = data + p * K * width;
+    const T* b = data + p * panel_k * width;
     const int64_t cols = std::min(width, N - p * width);
     for (int64_t i = 0; i < m; ++i) {
       T* yi = y + i * ldy + p * width;
@@ -191,23 +193,36 @@ Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
 template <typename T>
 void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                          int64_t kstride) const {
-  if (m <= 0 || n_ == 0) return;
-  if (k_ == 0) {  // an empty sum
+  multiply_block(x, m, ldx, y, ldy, accumulate, kstride, 0, k_, 0, n_);
+}
+
+template <typename T>
+void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
+                               bool accumulate, int64_t kstride, int64_t k_begin, int64_t k_end,
+                               int64_t col_begin, int64_t col_end) const {
+  TORCH_CHECK(
+      col_begin % width_ == 0 && 0 <= k_begin && k_begin <= k_end && k_end <= k_ && col_end <= n_,
+      "Panels::multiply_block: columns must start on a panel, and rows and columns lie "
+      "inside the packed matrix");
+  const int64_t K = k_end - k_begin, N = col_end - col_begin;
+  if (m <= 0 || N <= 0) return;
+  if (K == 0) {  // an empty sum
     if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + n_, T(0));
+      for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + N, T(0));
     return;
   }
+  const T* first = data_.data() + (col_begin / width_) * k_ * width_ + k_begin * width_;
   if constexpr (std::is_same_v<T, float>) {
     if (isa_ != Isa::Scalar) {
       const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;
       const BlockFn* blocks = isa_ == Isa::Avx512 ? kAvx512 : kAvx2;
       // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
       // most) stays in L1 while every row block streams it.
-      for (int64_t k0 = 0; k0 < k_; k0 += kDepth) {
-        const int64_t depth = std::min(kDepth, k_ - k0);
-        for (int64_t p = 0; p * width_ < n_; ++p) {
-          const float* b = data_.data() + (p * k_ + k0) * width_;
-          const int64_t cols = std::min(width_, n_ - p * width_);
+      for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, K - k0);
+        for (int64_t p = 0; p * width_ < N; ++p) {
+          const float* b = first + (p * k_ + k0) * width_;
+          const int64_t cols = std::min(width_, N - p * width_);
           for (int64_t i = 0; i < m; i += rows)
             blocks[std::min<int64_t>(rows, m - i)](x + i * ldx + k0 * kstride, ldx, kstride, b,
                                                    depth, y + i * ldy + p * width_, ldy,
@@ -217,7 +232,7 @@ void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, 
       return;
     }
   }
-  multiply_scalar(x, m, ldx, kstride, data_.data(), k_, n_, width_, y, ldy, accumulate);
+  multiply_scalar(x, m, ldx, kstride, first, k_, K, N, width_, y, ldy, accumulate);
 }
 
 template <typename T>

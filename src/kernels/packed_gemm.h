@@ -52,6 +52,13 @@ class Panels {
   void multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                 int64_t kstride = 1) const;
 
+  // y[m, col_end - col_begin] (=|+=) x op(B)[k_begin:k_end, col_begin:col_end], x's column 0
+  // being op(B)'s row k_begin: a block of a packed matrix, as attention multiplies by blocks of
+  // K and V. col_begin must be a multiple of width().
+  void multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                      int64_t kstride, int64_t k_begin, int64_t k_end, int64_t col_begin,
+                      int64_t col_end) const;
+
   // The same with x's rows split between `parts` threads in contiguous blocks: for products too
   // large for one thread that are not already inside a kernel's row parts.
   void multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
