@@ -16,7 +16,7 @@ def measure(build_dir="build", threads=1):
     """Returns (markdown lines, {"sgemm_gflops", "speedup_fwd", "speedup_fwdbwd", "memory_4096"})."""
     bench = os.path.join(build_dir, "bench", "attnkit_bench")
     memory = os.path.join(build_dir, "bench", "attnkit_attention_memory")
-    out = subprocess.run([bench, f"--threads={threads}", "--benchmark_filter=^(Kernel|Sgemm)",
+    out = subprocess.run([bench, f"--threads={threads}", "--benchmark_filter=^(Kernel|Sgemm|PackedGemm)",
                           "--benchmark_min_time=0.5", "--benchmark_repetitions=3",
                           "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True).stdout
@@ -25,18 +25,21 @@ def measure(build_dir="build", threads=1):
     def gflops(name):  # the counters are already rates in GFLOP/s
         return runs[name]["GFLOP/s"]
 
-    sgemm = gflops("Sgemm/1024")
+    sgemm, packed = gflops("Sgemm/1024"), gflops("PackedGemm/1024")
+    peak = max(sgemm, packed)  # the machine's, whichever reaches it
 
     lines = [f"Fused attention kernel vs the LibTorch composite, N = B·H = 16, T = 512, d = 64, "
-             f"{threads} thread(s); SGEMM (1024³) in the same run: {sgemm:.1f} GFLOP/s.", "",
-             "| pass | composite | fused | speed-up | fused GFLOP/s | fraction of SGEMM |", "|---|---:|---:|---:|---:|---:|"]
+             f"{threads} thread(s). In the same run, 1024³: OpenBLAS's SGEMM (which the composite "
+             f"calls) {sgemm:.1f} GFLOP/s, attnkit's packed block (which the fused kernel calls) "
+             f"{packed:.1f} GFLOP/s.", "",
+             "| pass | composite | fused | speed-up | fused GFLOP/s | fraction of peak |", "|---|---:|---:|---:|---:|---:|"]
     found = {"sgemm_gflops": sgemm}
     for p in ["fwd", "fwdbwd"]:
         c, f = runs[f"Kernel/composite/{p}"], runs[f"Kernel/fused/{p}"]
         found[f"speedup_{p}"] = c["real_time"] / f["real_time"]
         lines.append(f"| {'forward' if p == 'fwd' else 'forward + backward'} | {c['real_time']:.2f} ms | "
                      f"{f['real_time']:.2f} ms | {c['real_time'] / f['real_time']:.2f}x | "
-                     f"{gflops(f'Kernel/fused/{p}'):.1f} | {gflops(f'Kernel/fused/{p}') / sgemm:.0%} |")
+                     f"{gflops(f'Kernel/fused/{p}'):.1f} | {gflops(f'Kernel/fused/{p}') / peak:.0%} |")
     lines += ["", "Peak memory of a forward pass kept for backward (growth of the process's peak RSS):", "",
               "| N, T, d | composite | fused | reduction |", "|---|---:|---:|---:|"]
     for n, t, d in [(16, 512, 64), (4, 4096, 64)]:

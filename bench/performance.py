@@ -5,9 +5,13 @@ docs/PERFORMANCE.md (and the seq2seq table to docs/SEQ2SEQ_BENCHMARKS.md):
   - the fused attention kernel against the LibTorch composite, with SGEMM measured in the same
     run, and peak memory at long sequences (bench/compare_kernels.py);
   - training and translation against the same model in PyTorch (bench/compare_seq2seq.py);
-  - model FLOPs utilisation of training against SGEMM at the training's threads.
+  - model FLOPs utilisation of training against the machine's peak at the training's threads:
+    the faster of OpenBLAS's SGEMM and attnkit's packed block, both measured in the same run.
 
-    /usr/bin/python3 bench/performance.py [--seconds 120] [--threads 2]
+    /usr/bin/python3 bench/performance.py [--seconds 120] [--threads 2] [--openblas-coretype SkylakeX]
+
+--openblas-coretype runs both sides with OPENBLAS_CORETYPE set (OpenBLAS 0.3.21 does not know
+Zen 5 and runs its AVX2 kernels there unless told), and writes docs/PERFORMANCE-openblas-<core>.md.
 
 Takes about 4 * seconds plus 3 minutes. Run it on an idle machine.
 """
@@ -24,11 +28,13 @@ import compare_kernels  # noqa: E402
 import compare_seq2seq  # noqa: E402
 
 
-def sgemm_gflops(build_dir, threads):
-    """SGEMM 1024^3 GFLOP/s with OpenBLAS owning `threads` threads (the training's policy): the
-    best of 5 repetitions, as a peak should be; a busy neighbour only ever lowers a repetition."""
-    out = subprocess.run([os.path.join(build_dir, "bench", "attnkit_bench"), f"--threads={threads}", "--blas",
-                          "--benchmark_filter=^Sgemm/1024$", "--benchmark_min_time=0.5",
+def gemm_gflops(build_dir, threads, case="Sgemm"):
+    """1024^3 GFLOP/s on `threads` threads: OpenBLAS's SGEMM owning them (case Sgemm), or
+    attnkit's packed block (case PackedGemm). The best of 5 repetitions, as a peak should be; a
+    busy neighbour only ever lowers a repetition."""
+    policy = "--blas" if case == "Sgemm" else "--kernels"
+    out = subprocess.run([os.path.join(build_dir, "bench", "attnkit_bench"), f"--threads={threads}", policy,
+                          f"--benchmark_filter=^{case}/1024$", "--benchmark_min_time=0.5",
                           "--benchmark_repetitions=5", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True).stdout
     return max(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration")
@@ -82,20 +88,34 @@ def decoding_flops_per_sentence(work, config):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare_seq2seq.add_arguments(ap)
-    ap.add_argument("--markdown", default=os.path.join(HERE, "..", "docs", "PERFORMANCE.md"))
-    ap.add_argument("--seq2seq-markdown", default=os.path.join(HERE, "..", "docs", "SEQ2SEQ_BENCHMARKS.md"))
+    ap.add_argument("--markdown", default=None, help="default: docs/PERFORMANCE.md")
+    ap.add_argument("--seq2seq-markdown", default=None, help="default: docs/SEQ2SEQ_BENCHMARKS.md")
+    ap.add_argument("--openblas-coretype", default=None,
+                    help="run both sides with OPENBLAS_CORETYPE set to this (e.g. SkylakeX)")
     args = ap.parse_args()
+    suffix = f"-openblas-{args.openblas_coretype.lower()}" if args.openblas_coretype else ""
+    args.markdown = args.markdown or os.path.join(HERE, "..", "docs", f"PERFORMANCE{suffix}.md")
+    args.seq2seq_markdown = args.seq2seq_markdown or os.path.join(
+        HERE, "..", "docs", f"SEQ2SEQ_BENCHMARKS{suffix}.md")
+    if args.openblas_coretype:  # inherited by every process of both sides
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            if args.openblas_coretype.lower() in ("skylakex", "cooperlake", "sapphirerapids") and \
+                    " avx512f" not in f.read():
+                sys.exit(f"--openblas-coretype {args.openblas_coretype}: this CPU has no AVX-512")
+        os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
 
     kernel_lines, k = compare_kernels.measure(args.build_dir, threads=1)
     s = compare_seq2seq.measure(args.build_dir, args.out, args.seconds, args.threads, args.test_sentences)
-    peak = sgemm_gflops(args.build_dir, args.threads)
+    sgemm = gemm_gflops(args.build_dir, args.threads, "Sgemm")
+    packed = gemm_gflops(args.build_dir, args.threads, "PackedGemm")
+    peak = max(sgemm, packed)
     with open(os.path.join(s["model_dir"], "config.json")) as f:
         config = json.load(f)
     flops, S, T = training_flops_per_target_token(s["train_tokens"], config)
     (ak_tps, pt_tps) = s["measures"]["train"]
     ak_mfu, pt_mfu = ak_tps * flops / 1e9 / peak, pt_tps * flops / 1e9 / peak
     ratio = {name: a / b for name, (a, b) in s["measures"].items()}
-    ceiling = peak * 1e9 / flops / pt_tps  # attnkit/PyTorch at 100% of SGEMM
+    ceiling = peak * 1e9 / flops / pt_tps  # attnkit/PyTorch at 100% of the peak
     decoding = []  # (name, sentences/s, FLOPs per sentence, utilisation, ceiling vs PyTorch)
     for key, name in (("greedy", "greedy, batch 1"), ("beam", "beam 5, batch 32")):
         per_sentence = decoding_flops_per_sentence(s["work"][key], config)
@@ -119,8 +139,12 @@ def main():
         ("training model FLOPs utilisation", "report", f"{ak_mfu:.0%} (PyTorch {pt_mfu:.0%})", "reported"),
     ]
     lines = ["# Performance", "",
-             f"Generated by `bench/performance.py --seconds {args.seconds:.0f} --threads {args.threads}` "
-             f"on {datetime.date.today().isoformat()}; every ratio comes from one run on this machine.", "",
+             f"Generated by `bench/performance.py --seconds {args.seconds:.0f} --threads {args.threads}"
+             + (f" --openblas-coretype {args.openblas_coretype}" if args.openblas_coretype else "")
+             + f"` on {datetime.date.today().isoformat()}; every ratio comes from one run on this machine"
+             + (f", with OPENBLAS_CORETYPE={args.openblas_coretype} for both sides (LibTorch's own "
+                "products in the attnkit processes too)." if args.openblas_coretype else
+                ", with Debian's defaults (OpenBLAS picks its kernels itself)."), "",
              "## Targets", "", "| target | wanted | measured | |", "|---|---:|---:|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets]
     lines += ["", "## Attention kernel", ""] + kernel_lines
@@ -128,17 +152,18 @@ def main():
     lines += ["", "## Model FLOPs utilisation", "",
               f"Training FLOPs per target token: {flops / 1e6:.1f} MFLOP (mean source {S:.1f} and target "
               f"{T:.1f} tokens; 2 FLOPs per multiply-add, backward counted as twice the forward; padding "
-              f"and recomputation not counted). SGEMM (1024³) with OpenBLAS on {args.threads} thread(s), "
-              f"measured in this run: {peak:.1f} GFLOP/s.", "",
-              "| | target tokens/s | GFLOP/s | fraction of SGEMM |", "|---|---:|---:|---:|",
+              f"and recomputation not counted). Peak: the faster of OpenBLAS's SGEMM ({sgemm:.1f} GFLOP/s) "
+              f"and attnkit's packed block ({packed:.1f} GFLOP/s), both 1024³ on {args.threads} thread(s) "
+              "in this run.", "",
+              "| | target tokens/s | GFLOP/s | fraction of peak |", "|---|---:|---:|---:|",
               f"| attnkit | {ak_tps:.0f} | {ak_tps * flops / 1e9:.1f} | {ak_mfu:.0%} |",
               f"| PyTorch (Python) | {pt_tps:.0f} | {pt_tps * flops / 1e9:.1f} | {pt_mfu:.0%} |", "",
-              f"At 100% of SGEMM, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", "",
+              f"At 100% of the peak, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", "",
               "Decoding, from the work attnkit's searches report (`translate --timing`: source tokens "
               "encoded, decoder rows stepped; forward FLOPs only, and without the embedding's part "
               "of the first GRU layer, which attnkit looks up). Each side at its best mode:", "",
-              "| search | attnkit sentences/s | MFLOP per sentence | GFLOP/s | fraction of SGEMM "
-              "| attnkit / PyTorch at 100% of SGEMM |", "|---|---:|---:|---:|---:|---:|"]
+              "| search | attnkit sentences/s | MFLOP per sentence | GFLOP/s | fraction of peak "
+              "| attnkit / PyTorch at 100% of the peak |", "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {name} | {ak:.0f} | {f / 1e6:.1f} | {ak * f / 1e9:.1f} | {u:.0%} | {c:.2f}x |"
               for name, ak, f, u, c in decoding]
     lines += [""]
