@@ -154,7 +154,12 @@ Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
       n_(n),
       width_(isa == Isa::Avx512 ? 32 : 16),
       isa_(std::is_same_v<T, float> ? isa : Isa::Scalar),
-      data_(static_cast<size_t>((n + width_ - 1) / width_ * width_ * k), T(0)) {}
+      data_(new T[static_cast<size_t>((n + width_ - 1) / width_ * width_ * k)]) {
+  if (n % width_ == 0) return;
+  T* last = data_.get() + (n / width_) * k * width_;  // its columns past n stay zero
+  for (int64_t kk = 0; kk < k; ++kk)
+    std::fill(last + kk * width_ + n % width_, last + (kk + 1) * width_, T(0));
+}
 
 template <typename T>
 Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
@@ -163,11 +168,17 @@ Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
   const int64_t P = out.width_, panels = (n + P - 1) / P;
   const T scale = static_cast<T>(options.scale);
   for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
+    // W's row `col` is op(B)'s column. Tiles of kTile rows of the panel: each of W's rows gives
+    // one cache line, and the tile being written stays in L1.
+    constexpr int64_t kTile = 16;
     for (int64_t p = part.first; p < panels; p += part.stride)
-      for (int64_t col = p * P; col < std::min(n, (p + 1) * P); ++col) {
-        T* dst = out.data_.data() + p * k * P + col % P;  // W's row `col` is op(B)'s column
-        const T* src = w + col * ldw;
-        for (int64_t kk = 0; kk < k; ++kk) dst[kk * P] = scale * src[kk];
+      for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+        const int64_t k1 = std::min(k, k0 + kTile);
+        T* tile = out.data_.get() + (p * k + k0) * P;
+        for (int64_t col = p * P; col < std::min(n, (p + 1) * P); ++col) {
+          const T* src = w + col * ldw;
+          for (int64_t kk = k0; kk < k1; ++kk) tile[(kk - k0) * P + col % P] = scale * src[kk];
+        }
       }
   });
   return out;
@@ -182,7 +193,7 @@ Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
   for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
     for (int64_t p = part.first; p < panels; p += part.stride) {
       const int64_t cols = std::min(P, n - p * P);
-      T* dst = out.data_.data() + p * k * P;
+      T* dst = out.data_.get() + p * k * P;
       for (int64_t kk = 0; kk < k; ++kk)
         for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] = scale * b[kk * ldb + p * P + j];
     }
@@ -211,7 +222,7 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
       for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + N, T(0));
     return;
   }
-  const T* first = data_.data() + (col_begin / width_) * k_ * width_ + k_begin * width_;
+  const T* first = data_.get() + (col_begin / width_) * k_ * width_ + k_begin * width_;
   if constexpr (std::is_same_v<T, float>) {
     if (isa_ != Isa::Scalar) {
       const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;

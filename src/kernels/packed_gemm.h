@@ -17,7 +17,7 @@
 // or the thread, so splitting rows between threads never changes a result.
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 namespace attnkit::kernels::packed {
 
@@ -73,7 +73,7 @@ class Panels {
   Panels(int64_t k, int64_t n, Isa isa);
   int64_t k_ = 0, n_ = 0, width_ = 16;
   Isa isa_ = Isa::Scalar;
-  std::vector<T> data_;
+  std::unique_ptr<T[]> data_;  // uninitialised but for the last panel's padding
 };
 
 extern template class Panels<float>;
