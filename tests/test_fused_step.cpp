@@ -4,11 +4,13 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
+#include <torch/optim/adam.h>
 
 #include <limits>
 
 #include "attnkit/seq2seq/fused_step.h"
 #include "attnkit/seq2seq/search.h"
+#include "attnkit/train/step.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -101,6 +103,12 @@ TEST(FusedStep, PreparedWeightsFollowWeightChanges) {
     model->decoder->output->weight.mul_(-1);
   }
   EXPECT_TRUE(matches_reference(model)) << "after an in-place change of the output layer";
+  {  // training's fused Adam writes through the parameters' buffers
+    torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.1));
+    for (auto& p : model->parameters()) p.mutable_grad() = at::randn_like(p);
+    train::adam_step(optimizer);
+  }
+  EXPECT_TRUE(matches_reference(model)) << "after a training step";
   auto other = make_model({ScoreKind::Bahdanau, 1, true});  // the original weights again
   EXPECT_TRUE(matches_reference(other));
   EXPECT_TRUE(matches_reference(model));

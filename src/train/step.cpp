@@ -93,6 +93,9 @@ void adam_step(torch::optim::Adam& optimizer) {
       kernels::adam_update(p.data_ptr<float>(), p.grad().data_ptr<float>(),
                            s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(),
                            p.numel(), u);
+      // Written through its buffer, not an in-place op: say so, as one would, so that caches
+      // keyed on the version (the decoding step's packed weights) see the change.
+      p.unsafeGetTensorImpl()->bump_version();
     }
   }
 }
