@@ -143,8 +143,7 @@ void set_blas_threads(int n) {
 
 int blas_threads() {
   using GetThreads = int (*)();
-  static const auto get =
-      reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   return get ? std::max(1, get()) : 1;
 }
 

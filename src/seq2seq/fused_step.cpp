@@ -12,7 +12,6 @@
 #include "../kernels/row_parts.h"
 #include "../kernels/simd.h"
 #include "../kernels/softmax_row.h"
-#include "attnkit/core/info.h"
 #include "attnkit/kernels/gru.h"
 
 namespace attnkit::seq2seq {
@@ -29,7 +28,7 @@ at::Tensor frozen(const at::Tensor& t) {
 
 }  // namespace
 
-// A weight, and its packed panels.
+// A weight, and its packed panels for products of kGemvRows rows or more.
 struct FusedStep::Weight {
   at::Tensor w;  // [out, in], rows as far apart as the module keeps them
   Panels<float> panels;
@@ -56,14 +55,11 @@ struct FusedStep::Prepared {
 
 namespace {
 
-// y[rows, out] = x W^T (+ y when accumulate) on the packed panels, rows split between threads
-// when there are enough. Only for a few rows with OpenBLAS owning several threads (one batch at
-// a time) is BLAS's GEMV faster, as it splits each row's product between its threads; on one
-// thread the AVX-512 block reads the packed weight faster than OpenBLAS's GEMV reads W
-// (greedy decoding, batch 1, two batches at once: +9%).
+// y[rows, out] = x W^T (+ y when accumulate): one GEMV per row for a few rows, as BLAS does it
+// best; from kGemvRows rows on, the packed panels with rows split between the threads.
 void product(const float* x, int64_t rows, int64_t in, const FusedStep::Weight& w, float* y,
              bool accumulate) {
-  if (rows < kernels::blas::kGemvRows && blas_threads() > 1) {
+  if (rows < kernels::blas::kGemvRows) {
     kernels::blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.w.data_ptr<float>(),
                           static_cast<int>(w.w.size(0)), y, accumulate, 0, 0,
                           static_cast<int>(w.w.stride(0)));

@@ -8,10 +8,10 @@
 #include "attnkit/seq2seq/model.h"
 
 // An inference-only decoder step for the usual architecture (GRU layers, soft additive or
-// Bahdanau attention, with or without input feeding), in float32 on raw buffers: weights packed
-// once per decoder for the AVX-512 or AVX2 blocks (src/kernels/packed_gemm.h; OpenBLAS's GEMV
-// for a few rows when OpenBLAS has threads to split it), the GRU gates, scores, softmax and
-// context in hand-written loops, and no autograd or dispatcher between them. At batch 1 the
+// Bahdanau attention, with or without input feeding), in float32 on raw buffers: one GEMV per row
+// below kernels::blas::kGemvRows rows, above that weights packed once per decoder for the AVX-512
+// or AVX2 blocks (src/kernels/packed_gemm.h), the GRU gates, scores, softmax and context in
+// hand-written loops, and no autograd or dispatcher between them. At batch 1 the
 // LibTorch step spends most of its time in per-op overhead and in OpenBLAS packing whole weight
 // matrices for one-row GEMMs. DecoderImpl::step stays the reference (tests/test_fused_step.cpp);
 // the searches use this one when supports() allows and SearchOptions::fused is on.
