@@ -162,43 +162,44 @@ Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
 }
 
 template <typename T>
-Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
-                                const PackOptions& options) {
+template <typename Fill>
+Panels<T> Panels<T>::pack(int64_t k, int64_t n, const PackOptions& options, const Fill& fill) {
   Panels out(k, n, options.isa);
-  const int64_t P = out.width_, panels = (n + P - 1) / P;
+  const int64_t panels = (n + out.width_ - 1) / out.width_;
   const T scale = static_cast<T>(options.scale);
   for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
-    // W's row `col` is op(B)'s column. Tiles of kTile rows of the panel: each of W's rows gives
-    // one cache line, and the tile being written stays in L1.
-    constexpr int64_t kTile = 16;
     for (int64_t p = part.first; p < panels; p += part.stride)
-      for (int64_t k0 = 0; k0 < k; k0 += kTile) {
-        const int64_t k1 = std::min(k, k0 + kTile);
-        T* tile = out.data_.get() + (p * k + k0) * P;
-        for (int64_t col = p * P; col < std::min(n, (p + 1) * P); ++col) {
-          const T* src = w + col * ldw;
-          for (int64_t kk = k0; kk < k1; ++kk) tile[(kk - k0) * P + col % P] = scale * src[kk];
-        }
-      }
+      fill(out.data_.get() + p * k * out.width_, p * out.width_,
+           std::min(out.width_, n - p * out.width_), out.width_, scale);
   });
   return out;
 }
 
 template <typename T>
-Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
-                           const PackOptions& options) {
-  Panels out(k, n, options.isa);
-  const int64_t P = out.width_, panels = (n + P - 1) / P;
-  const T scale = static_cast<T>(options.scale);
-  for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
-    for (int64_t p = part.first; p < panels; p += part.stride) {
-      const int64_t cols = std::min(P, n - p * P);
-      T* dst = out.data_.get() + p * k * P;
-      for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t j = 0; j < cols; ++j) dst[kk * P + j] = scale * b[kk * ldb + p * P + j];
+Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
+                                const PackOptions& options) {
+  // W's row `col` is op(B)'s column. Tiles of kTile rows of the panel: each of W's rows gives one
+  // cache line, and the tile being written stays in L1.
+  return pack(k, n, options, [&](T* panel, int64_t first, int64_t cols, int64_t P, T scale) {
+    constexpr int64_t kTile = 16;
+    for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+      const int64_t k1 = std::min(k, k0 + kTile);
+      T* tile = panel + k0 * P;
+      for (int64_t c = 0; c < cols; ++c) {
+        const T* src = w + (first + c) * ldw;
+        for (int64_t kk = k0; kk < k1; ++kk) tile[(kk - k0) * P + c] = scale * src[kk];
+      }
     }
   });
-  return out;
+}
+
+template <typename T>
+Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
+                           const PackOptions& options) {
+  return pack(k, n, options, [&](T* panel, int64_t first, int64_t cols, int64_t P, T scale) {
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t c = 0; c < cols; ++c) panel[kk * P + c] = scale * b[kk * ldb + first + c];
+  });
 }
 
 template <typename T>

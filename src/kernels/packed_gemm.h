@@ -71,6 +71,10 @@ class Panels {
 
  private:
   Panels(int64_t k, int64_t n, Isa isa);
+  // A new matrix whose panels `fill(panel, first column, columns, width, scale)` writes, split
+  // between options.parts threads.
+  template <typename Fill>
+  static Panels pack(int64_t k, int64_t n, const PackOptions& options, const Fill& fill);
   int64_t k_ = 0, n_ = 0, width_ = 16;
   Isa isa_ = Isa::Scalar;
   std::unique_ptr<T[]> data_;  // uninitialised but for the last panel's padding
