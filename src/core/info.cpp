@@ -143,7 +143,9 @@ void set_blas_threads(int n) {
 
 int blas_threads() {
   using GetThreads = int (*)();
-  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  // Looked up once: the kernels ask on every product (kernels/row_parts.h).
+  static const auto get =
+      reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   return get ? std::max(1, get()) : 1;
 }
 

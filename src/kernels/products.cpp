@@ -42,21 +42,17 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
     Panels<float>::plain(w, out, in, ldw, {alpha, parts})
         .multiply_parallel(dy, rows, out, dx, in, false, 1, parts);
   }
-  if (dw) {  // (dy^T) [out, rows] (alpha x) [rows, in]
-    const int64_t parts = row_parts(out, 2.0 * rows * in * out);
-    Panels<float>::plain(x, rows, in, in, {alpha, parts})
-        .multiply_parallel(dy, out, 1, dw, in, false, out, parts);
-  }
+  if (dw) weight_gradient(dy, out, x, in, dw, out, in, rows, alpha);  // dy^T [out, rows] x
 }
 
 void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,
-                     int64_t n, int64_t k) {
+                     int64_t n, int64_t k, float alpha) {
   if (k == 0) {
     std::fill(c, c + m * n, 0.f);
     return;
   }
   const int64_t parts = row_parts(m, 2.0 * m * n * k);
-  Panels<float>::plain(b, k, n, ldb, {1, parts})
+  Panels<float>::plain(b, k, n, ldb, {alpha, parts})  // alpha rides on the packing
       .multiply_parallel(a, m, 1, c, n, false, lda, parts);
 }
 

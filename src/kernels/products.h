@@ -23,9 +23,9 @@ void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
 void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, const float* x,
                      const float* w, int64_t ldw, float alpha, float* dx, float* dw);
 
-// c[m, n] = a[k, m]^T b[k, n], a rows lda apart and b rows ldb apart: a weight's gradient summed
-// over k rows (every step of a sequence at once).
+// c[m, n] = alpha a[k, m]^T b[k, n], a rows lda apart and b rows ldb apart: a weight's gradient
+// summed over k rows (every step of a sequence at once).
 void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,
-                     int64_t n, int64_t k);
+                     int64_t n, int64_t k, float alpha = 1.f);
 
 }  // namespace attnkit::kernels::products
