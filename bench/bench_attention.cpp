@@ -28,10 +28,9 @@
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/fused_attention.h"
+#include "attnkit/kernels/matmul.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
-#include "kernels/packed_gemm.h"
-#include "kernels/row_parts.h"
 
 namespace {
 
@@ -171,11 +170,8 @@ void sgemm_case(benchmark::State& state) {
 void packed_gemm_case(benchmark::State& state) {
   const int64_t size = 1024;
   auto a = at::randn({size, size}), b = at::randn({size, size}), c = at::empty({size, size});
-  const int64_t parts = kernels::row_parts(size);
   for (auto _ : state) {
-    kernels::packed::Panels<float>::plain(b.data_ptr<float>(), size, size, size, {1, parts})
-        .multiply_parallel(a.data_ptr<float>(), size, size, c.data_ptr<float>(), size, false, 1,
-                           parts);
+    kernels::matmul(a, b, c);
     benchmark::DoNotOptimize(c.data_ptr());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(

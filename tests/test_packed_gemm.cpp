@@ -9,8 +9,9 @@
 
 namespace {
 
-using attnkit::kernels::packed::best_isa;
-using attnkit::kernels::packed::Isa;
+using attnkit::kernels::cpu_isa;
+using attnkit::kernels::Isa;
+using attnkit::kernels::supported_isas;
 using attnkit::kernels::packed::Panels;
 
 template <typename T>
@@ -20,14 +21,6 @@ at::ScalarType type_of() {
 
 // y = x op(B) with x and y inside wider buffers (rows ldx and ldy apart), over an existing y
 // when accumulating; checked against the double-precision product.
-// The blocks this CPU can run: the best one's narrower fallbacks are tested too.
-std::vector<Isa> runnable() {
-  std::vector<Isa> isas = {Isa::Scalar};
-  if (best_isa() != Isa::Scalar) isas.push_back(Isa::Avx2);
-  if (best_isa() == Isa::Avx512) isas.push_back(Isa::Avx512);
-  return isas;
-}
-
 template <typename T>
 void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate, Isa isa,
            bool x_transposed = false) {
@@ -60,7 +53,7 @@ void check(int64_t m, int64_t n, int64_t k, bool transposed, bool accumulate, Is
 TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
   // Rows around the 6- and 8-row blocks, columns around the 16- and 32-column panels, short
   // and long sums, on every block this CPU runs.
-  for (Isa isa : runnable())
+  for (Isa isa : supported_isas())
     for (int64_t m : {1, 5, 6, 7, 8, 9, 17})
       for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70})
         for (int64_t k : {1, 3, 64})
@@ -74,7 +67,7 @@ TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
 // x read as the transpose of a row-major matrix: a weight gradient dy^T x, summed over more rows
 // than one pass takes.
 TEST(PackedGemm, TransposedRowsOfX) {
-  for (Isa isa : runnable()) {
+  for (Isa isa : supported_isas()) {
     check<float>(13, 40, 9, false, false, isa, true);
     check<float>(8, 33, 64, true, true, isa, true);
     check<float>(21, 70, 600, false, true, isa, true);  // sums taken 256 at a time
@@ -97,8 +90,8 @@ TEST(PackedGemm, ParallelPackingAndRowsChangeNothing) {
 }
 
 TEST(PackedGemm, DecoderShapes) {
-  check<float>(64, 768, 256, true, true, best_isa());
-  check<float>(32, 256, 768, false, false, best_isa());
+  check<float>(64, 768, 256, true, true, cpu_isa());
+  check<float>(32, 256, 768, false, false, cpu_isa());
 }
 
 // A kernel gives each thread every P-th row; the rows must come out bit-identical to the

@@ -29,7 +29,9 @@ Command add_info_command(CLI::App& parent) {
                                   {"cpu",
                                    {{"model", info.cpu_model},
                                     {"torch_capability", info.torch_cpu_capability},
-                                    {"products", info.products_isa},
+                                    {"kernel_isa", info.kernel_isa},
+                                    {"detected_isa", info.detected_isa},
+                                    {"kernel_isa_forced", info.kernel_isa_forced},
                                     {"features", info.cpu_features}}}};
               std::cout << j.dump(2) << "\n";
               return 0;
@@ -42,8 +44,12 @@ Command add_info_command(CLI::App& parent) {
                       << info.inter_op_threads << " inter-op, " << info.hardware_threads
                       << " hardware\n"
                       << "CPU       " << info.cpu_model << "\n"
-                      << "kernels   ATen " << info.torch_cpu_capability << ", attnkit products "
-                      << info.products_isa << "; features:";
+                      << "kernels   ATen " << info.torch_cpu_capability << ", attnkit "
+                      << info.kernel_isa
+                      << (info.kernel_isa_forced
+                              ? " (ATTNKIT_ISA; the CPU runs up to " + info.detected_isa + ")"
+                              : std::string())
+                      << "; features:";
             for (const auto& f : info.cpu_features) std::cout << ' ' << f;
             std::cout << "\n";
             const bool avx512 = std::find(info.cpu_features.begin(), info.cpu_features.end(),

@@ -7,6 +7,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/version.h"
 #include "commands.h"
 
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
 
   try {
     attnkit::tune_allocator();
+    attnkit::kernels::cpu_isa();  // a bad ATTNKIT_ISA is refused before any work
     for (auto& command : commands) {
       if (!command.app->parsed()) continue;
       attnkit::set_threads(threads, command.threads);

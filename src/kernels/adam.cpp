@@ -44,7 +44,7 @@ __attribute__((target("avx2,fma"))) void adam_avx2(float* p, const float* g, flo
 
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamUpdate& u) {
   const float sqrt_bc2 = u.sqrt_bias_correction2;
-  if (simd::have_avx2()) return adam_avx2(p, g, m, v, n, u, sqrt_bc2);
+  if (simd::use_avx2()) return adam_avx2(p, g, m, v, n, u, sqrt_bc2);
   adam_scalar(p, g, m, v, 0, n, u, sqrt_bc2);
 }
 

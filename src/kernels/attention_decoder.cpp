@@ -31,69 +31,17 @@ void mul_at(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t m, i
   if constexpr (std::is_same_v<T, float>) {
     products::weight_gradient(a, lda, b, ldb, c, m, n, k);
   } else {
-    blas::gemm(true, false, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), T(1), a,
-               static_cast<int>(lda), b, static_cast<int>(ldb), T(0), c, static_cast<int>(n));
+    blas::gemm(/*trans_a=*/true, /*trans_b=*/false, static_cast<int>(m), static_cast<int>(n),
+               static_cast<int>(k), T(1), a, static_cast<int>(lda), b, static_cast<int>(ldb), T(0),
+               c, static_cast<int>(n));
   }
 }
 
-template <typename T>
-T tanh_dot(const T* q, const T* k, const T* v, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    return simd::tanh_dot(q, k, v, n);
-  } else {
-    T sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += v[i] * std::tanh(q[i] + k[i]);
-    return sum;
-  }
-}
-
-template <typename T>
-void tanh_backward(const T* q, const T* k, const T* v, T g, T* dq, T* dk, T* dv, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd::tanh_backward(q, k, v, g, dq, dk, dv, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const T t = std::tanh(q[i] + k[i]), d = g * v[i] * (1 - t * t);
-      dq[i] += d;
-      dk[i] += d;
-      dv[i] += g * t;
-    }
-  }
-}
-
-// y += a x
-template <typename T>
-void axpy(T a, const T* x, T* y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd::axpy(a, x, y, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-  }
-}
-
-// dy += a g; returns g . x
-template <typename T>
-T dot_axpy(const T* g, const T* x, T a, T* dy, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    return simd::dot_axpy(g, x, a, dy, n);
-  } else {
-    T sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      sum += g[i] * x[i];
-      dy[i] += a * g[i];
-    }
-    return sum;
-  }
-}
-
-template <typename T>
-void tanh_inplace(T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd::tanh_inplace(x, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
-  }
-}
+using simd::axpy;
+using simd::dot_axpy;
+using simd::tanh_backward;
+using simd::tanh_dot;
+using simd::tanh_inplace;
 
 // Sizes of one call, read off the inputs.
 struct Dims {
@@ -189,14 +137,16 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
                         fp + b * H);
           }
           if (feeding && t > 0)
-            feed_w.multiply(fp + j * H, n, P * H, Gi + j * 3 * H, P * 3 * H, true);  // [n, 3H]
-          hh_w.multiply(hp + j * H, n, P * H, Gh + j * 3 * H, P * 3 * H, true);      // [n, 3H]
+            feed_w.multiply(fp + j * H, n, P * H, Gi + j * 3 * H, P * 3 * H,
+                            /*accumulate=*/true);  // [n, 3H]
+          hh_w.multiply(hp + j * H, n, P * H, Gh + j * 3 * H, P * 3 * H,
+                        /*accumulate=*/true);  // [n, 3H]
           for (int64_t b = j; b < R; b += P) {
             gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
                                Sv + (o + b) * 4 * H, H);
             std::copy(Hs + b * H, Hs + (b + 1) * H, hc_t + b * C);
           }
-          query_w.multiply(Hs + j * H, n, P * H, q + j * A, P * A, false);  // [n, A]
+          query_w.multiply(Hs + j * H, n, P * H, q + j * A, P * A, /*accumulate=*/false);  // [n, A]
           for (int64_t b = j; b < R; b += P) {
             const int64_t ob = order[b];
             F *wb = w + b * S, *ctx_b = hc_t + b * C + H;
@@ -210,7 +160,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
             std::copy(wb, wb + S, WOut + (ob * T + t) * S);
             std::copy(Bc, Bc + H, f + b * H);
           }
-          combine_w.multiply(hc_t + j * C, n, P * C, f + j * H, P * H, true);  // [n, H]
+          combine_w.multiply(hc_t + j * C, n, P * C, f + j * H, P * H,
+                             /*accumulate=*/true);  // [n, H]
           for (int64_t b = j; b < R; b += P) {
             tanh_inplace<F>(f + b * H, H);
             std::copy(f + b * H, f + (b + 1) * H, Out + (order[b] * T + t) * H);
@@ -283,7 +234,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
               dp[b * H + i] = (dfb[i] + dFn[b * H + i]) * (F(1) - fi * fi);
             }
           }
-          combine_w.multiply(dp + j * H, n, P * H, dHC + j * C, P * C, false);  // d[h_t; c_t]
+          combine_w.multiply(dp + j * H, n, P * H, dHC + j * C, P * C,
+                             /*accumulate=*/false);  // d[h_t; c_t]
           for (int64_t b = j; b < R; b += P) {
             const int64_t ob = order[b];
             for (int64_t i = 0; i < H; ++i) dH[b * H + i] += dHC[b * C + i];
@@ -303,17 +255,20 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
                                dK + (ob * S + s) * A, dV + b * A, A);
             }
           }
-          query_w.multiply(dq_t + j * A, n, P * A, dH + j * H, P * H, true);  // += dq W_q
-          for (int64_t b = j; b < R; b += P) {  // dH becomes the part of dL/dh_{t-1} outside W_hh
+          query_w.multiply(dq_t + j * A, n, P * A, dH + j * H, P * H,
+                           /*accumulate=*/true);  // += dq W_q
+          for (int64_t b = j; b < R; b += P) {    // dH becomes the part of dL/dh_{t-1} outside W_hh
             gru_rows::gates_backward_row<F>(Sv + (o + b) * 4 * H, Hp + (o + b) * H, dH + b * H,
                                             dGi + (o + b) * 3 * H, dGh + (o + b) * 3 * H,
                                             dH + b * H, H);
             std::copy(dGi + (o + b) * 3 * H, dGi + (o + b + 1) * 3 * H,
                       dX + (order[b] * T + t) * 3 * H);
           }
-          hh_w.multiply(dGh + (o + j) * 3 * H, n, P * 3 * H, dH + j * H, P * H, true);
+          hh_w.multiply(dGh + (o + j) * 3 * H, n, P * 3 * H, dH + j * H, P * H,
+                        /*accumulate=*/true);
           if (feeding && t > 0)
-            feed_w.multiply(dGi + (o + j) * 3 * H, n, P * 3 * H, dFn + j * H, P * H, false);
+            feed_w.multiply(dGi + (o + j) * 3 * H, n, P * 3 * H, dFn + j * H, P * H,
+                            /*accumulate=*/false);
         }
       });
       for (int64_t b = 0; b < B; ++b)  // the steps past each row's length

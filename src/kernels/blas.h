@@ -57,7 +57,7 @@ inline void linear(const float* x, int rows, int in, const float* w, int out, fl
       sgemv_(&t, &in, &out, &one, w, &ldw, x + r * ldx, &inc, &beta, y + r * ldy, &inc);
     return;
   }
-  gemm(false, true, rows, out, in, 1.f, x, ldx, w, ldw, beta, y, ldy);
+  gemm(/*trans_a=*/false, /*trans_b=*/true, rows, out, in, 1.f, x, ldx, w, ldw, beta, y, ldy);
 }
 
 // y[rows, out] = bias + x[rows, in] W^T, y contiguous; bias nullptr: no bias.
@@ -73,8 +73,10 @@ inline void affine(const float* x, int rows, int in, const float* w, int out, co
 // apart, as linear() reads it.
 inline void linear_backward(const float* dy, int rows, int in, int out, const float* x,
                             const float* w, int ldw, float alpha, float* dx, float* dw) {
-  if (dx) gemm(false, false, rows, in, out, alpha, dy, out, w, ldw, 0.f, dx, in);
-  if (dw) gemm(true, false, out, in, rows, alpha, dy, out, x, in, 0.f, dw, in);
+  if (dx)
+    gemm(/*trans_a=*/false, /*trans_b=*/false, rows, in, out, alpha, dy, out, w, ldw, 0.f, dx, in);
+  if (dw)
+    gemm(/*trans_a=*/true, /*trans_b=*/false, out, in, rows, alpha, dy, out, x, in, 0.f, dw, in);
 }
 
 }  // namespace attnkit::kernels::blas

@@ -76,7 +76,7 @@ void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p, T scale
   TORCH_CHECK(n <= (int64_t{1} << 32), "dropout: at most 2^32 elements per tensor");
   const auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
   if constexpr (std::is_same_v<T, float>) {
-    if (simd::have_avx2()) return apply_mask_avx2(in, out, n, Key(seed), threshold, scale);
+    if (simd::use_avx2()) return apply_mask_avx2(in, out, n, Key(seed), threshold, scale);
   }
   apply_mask_scalar<T>(in, out, 0, n, Key(seed), threshold, scale);
 }

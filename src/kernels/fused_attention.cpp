@@ -47,7 +47,8 @@ MaskView mask_view(const at::Tensor& mask, int64_t n, int64_t tq, int64_t tk) {
 // masked scores at -inf.
 void block_scores(const float* q, const Panels<float>& scaled_kt, int bq, int bk, int d, float* s,
                   const MaskView& mask, int64_t n, int64_t i0, int64_t j0) {
-  scaled_kt.multiply_block(q, bq, d, s, bk, false, 1, 0, d, j0, j0 + bk);
+  scaled_kt.multiply_block(q, bq, /*ldx=*/d, s, /*ldy=*/bk, /*accumulate=*/false, /*kstride=*/1,
+                           /*k_begin=*/0, /*k_end=*/d, /*col_begin=*/j0, /*col_end=*/j0 + bk);
   if (!mask.data) return;
   for (int i = 0; i < bq; ++i)
     for (int j = 0; j < bk; ++j)
@@ -90,7 +91,9 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
               for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
             m[i] = m_new;
           }
-          vp.multiply_block(p.data(), bq, bk, acc.data(), dv, true, 1, j0, j0 + bk, 0, dv);
+          vp.multiply_block(p.data(), bq, /*ldx=*/bk, acc.data(), /*ldy=*/dv, /*accumulate=*/true,
+                            /*kstride=*/1, /*k_begin=*/j0, /*k_end=*/j0 + bk, /*col_begin=*/0,
+                            /*col_end=*/dv);
         }
         for (int i = 0; i < bq; ++i) {
           float* o = O + (n * Tq + i0 + i) * dv;
@@ -147,17 +150,22 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
               exp_shift(row, row, bk, lse_i);
           }
           // dV += Pᵀ dO (Pᵀ read in place) ; dP = dO Vᵀ
-          dop.multiply_block(s.data(), bk, 1, dV + (n * Tk + j0) * dv, dv, true, bk, i0, i0 + bq, 0,
-                             dv);
-          vt.multiply_block(do_blk, bq, dv, dp.data(), bk, false, 1, 0, dv, j0, j0 + bk);
+          dop.multiply_block(s.data(), bk, /*ldx=*/1, dV + (n * Tk + j0) * dv, /*ldy=*/dv,
+                             /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
+                             /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/dv);
+          vt.multiply_block(do_blk, bq, /*ldx=*/dv, dp.data(), /*ldy=*/bk, /*accumulate=*/false,
+                            /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv, /*col_begin=*/j0,
+                            /*col_end=*/j0 + bk);
           for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
             for (int j = 0; j < bk; ++j)
               dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
           // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
-          scaled_k.multiply_block(dp.data(), bq, bk, dQ + (n * Tq + i0) * d, d, true, 1, j0,
-                                  j0 + bk, 0, d);
-          scaled_q.multiply_block(dp.data(), bk, 1, dK + (n * Tk + j0) * d, d, true, bk, i0,
-                                  i0 + bq, 0, d);
+          scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQ + (n * Tq + i0) * d, /*ldy=*/d,
+                                  /*accumulate=*/true, /*kstride=*/1, /*k_begin=*/j0,
+                                  /*k_end=*/j0 + bk, /*col_begin=*/0, /*col_end=*/d);
+          scaled_q.multiply_block(dp.data(), bk, /*ldx=*/1, dK + (n * Tk + j0) * d, /*ldy=*/d,
+                                  /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
+                                  /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/d);
         }
       }
     }
@@ -199,8 +207,6 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 };
 
 }  // namespace
-
-bool fused_attention_vectorised() { return simd::have_avx2(); }
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, double scale) {

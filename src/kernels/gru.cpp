@@ -65,9 +65,9 @@ class Recurrent {
         blas::affine(x, static_cast<int>(rows), static_cast<int>(H), w_.data_ptr<float>(),
                      static_cast<int>(G), b_.data_ptr<float>(), y);
       else
-        blas::gemm(false, false, static_cast<int>(rows), static_cast<int>(H), static_cast<int>(G),
-                   1.f, x, static_cast<int>(G), w_.data_ptr<float>(), static_cast<int>(H), 1.f, y,
-                   static_cast<int>(H));
+        blas::gemm(/*trans_a=*/false, /*trans_b=*/false, static_cast<int>(rows),
+                   static_cast<int>(H), static_cast<int>(G), 1.f, x, static_cast<int>(G),
+                   w_.data_ptr<float>(), static_cast<int>(H), 1.f, y, static_cast<int>(H));
       return;
     }
     auto o = at::from_blob(y, {rows, out}, w_.options());

@@ -59,7 +59,7 @@ __attribute__((target("avx2,fma"))) inline void gates_row_avx2(const float* gi, 
 template <typename T>
 void gates(const T* gi, const T* gh, const T* h, T* out, T* save, int64_t H) {
   if constexpr (std::is_same_v<T, float>) {
-    if (simd::have_avx2()) return gates_row_avx2(gi, gh, h, out, save, H);
+    if (simd::use_avx2()) return gates_row_avx2(gi, gh, h, out, save, H);
   }
   gates_row<T>(gi, gh, h, out, save, H);
 }
@@ -114,7 +114,7 @@ __attribute__((target("avx2,fma"))) inline void gates_backward_row_avx2(const fl
 template <typename T>
 void gates_backward_row(const T* save, const T* h, const T* g, T* dgi, T* dgh, T* dh, int64_t H) {
   if constexpr (std::is_same_v<T, float>) {
-    if (simd::have_avx2()) return gates_backward_row_avx2(save, h, g, dgi, dgh, dh, H);
+    if (simd::use_avx2()) return gates_backward_row_avx2(save, h, g, dgi, dgh, dh, H);
   }
   gates_backward_row_scalar<T>(save, h, g, dgi, dgh, dh, H);
 }

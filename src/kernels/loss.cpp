@@ -19,42 +19,16 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-template <typename T>
-T row_max(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return simd::max_of(x, n);
-  return *std::max_element(x, x + n);
-}
+// The per-row pieces (simd.h) run in float on the vector loops and in double (the gradient
+// tests) on the scalar ones.
+using simd::exp_affine;  // out[j] = a exp(x[j] - m) + b
+using simd::max_of;
+using simd::sum_of;
 
 template <typename T>
-T row_sum(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return simd::sum_of(x, n);
-  T total = 0;
-  for (int64_t j = 0; j < n; ++j) total += x[j];
-  return total;
+T exp_sum(const T* x, T* out, int64_t n, T m) {  // sum_j exp(x[j] - m), the terms into `out`
+  return simd::exp_shift(x, out, static_cast<int>(n), m);
 }
-
-// sum_j exp(x[j] - m), writing the terms to `out`.
-template <typename T>
-T exp_sum(const T* x, T* out, int64_t n, T m) {
-  if constexpr (std::is_same_v<T, float>) {
-    return simd::exp_shift(x, out, static_cast<int>(n), m);
-  } else {
-    T sum = 0;
-    for (int64_t j = 0; j < n; ++j) sum += (out[j] = std::exp(x[j] - m));
-    return sum;
-  }
-}
-
-// out[j] = a exp(x[j] - m) + b.
-template <typename T>
-void exp_affine(const T* x, T* out, int64_t n, T m, T a, T b) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd::exp_affine(x, out, n, m, a, b);
-  } else {
-    for (int64_t j = 0; j < n; ++j) out[j] = a * std::exp(x[j] - m) + b;
-  }
-}
-
 class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntropy> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
@@ -72,9 +46,9 @@ class SmoothedCrossEntropy : public torch::autograd::Function<SmoothedCrossEntro
         for (int64_t m = begin; m < end; ++m) {
           if (tgt[m] == ignore) continue;
           const scalar_t* x = X + m * V;
-          const scalar_t mx = row_max(x, V);
+          const scalar_t mx = max_of(x, V);
           const scalar_t z = mx + std::log(exp_sum<scalar_t>(x, scratch.data(), V, mx));
-          const scalar_t total = row_sum(x, V);
+          const scalar_t total = sum_of(x, V);
           Z[m] = z;
           L[m] = (1 - eps) * (z - x[tgt[m]]) + eps * (z - total / V);
         }
@@ -157,7 +131,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
         continue;
       }
       for (int64_t j = 0; j < V; ++j) row[j] += B[j];
-      const float mx = row_max(row, V), total = row_sum(row, V), xt = row[tgt[m]];
+      const float mx = max_of(row, V), total = sum_of(row, V), xt = row[tgt[m]];
       const float sum = exp_sum<float>(row, row, V, mx);  // the row now holds exp(x - mx)
       const float lse = mx + std::log(sum);
       L[m] = (1 - e) * (lse - xt) + e * (lse - total / V);

@@ -129,25 +129,6 @@ void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* da
 
 }  // namespace
 
-Isa best_isa() {
-  static const Isa isa = __builtin_cpu_supports("avx512f") ? Isa::Avx512
-                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                             ? Isa::Avx2
-                             : Isa::Scalar;
-  return isa;
-}
-
-const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512:
-      return "AVX-512";
-    case Isa::Avx2:
-      return "AVX2";
-    default:
-      return "scalar";
-  }
-}
-
 template <typename T>
 Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
     : k_(k),

@@ -19,19 +19,16 @@
 #include <cstdint>
 #include <memory>
 
+#include "attnkit/kernels/cpu_isa.h"
+
 namespace attnkit::kernels::packed {
 
-enum class Isa { Scalar, Avx2, Avx512 };
-
-// The widest block this CPU runs (float); double always takes the portable loop.
-Isa best_isa();
-const char* to_string(Isa isa);
-
-// How a matrix is packed: scaled by `scale` (a GEMM's alpha, free here), by `parts` threads.
+// How a matrix is packed: scaled by `scale` (a GEMM's alpha, free here), by `parts` threads, for
+// the register blocks of `isa` (float; double always takes the portable loop).
 struct PackOptions {
   double scale = 1;
   int64_t parts = 1;
-  Isa isa = best_isa();
+  Isa isa = cpu_isa();
 };
 
 // op(B) [K, N] stored as column panels of width() (zero-padded at the right edge), each panel

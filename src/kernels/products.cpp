@@ -15,12 +15,12 @@ void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
   if (ldw == 0) ldw = in;
   if (rows < blas::kGemvRows) {
     blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w, static_cast<int>(out), y,
-                 accumulate, 0, 0, static_cast<int>(ldw));
+                 accumulate, /*ldx=*/0, /*ldy=*/0, /*ldw=*/static_cast<int>(ldw));
     return;
   }
   const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
   Panels<float>::transposed(w, out, in, ldw, {1, parts})
-      .multiply_parallel(x, rows, in, y, out, accumulate, 1, parts);
+      .multiply_parallel(x, rows, /*ldx=*/in, y, /*ldy=*/out, accumulate, /*kstride=*/1, parts);
 }
 
 void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
@@ -40,7 +40,8 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
   if (dx) {  // alpha dy [rows, out] W [out, in]
     const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
     Panels<float>::plain(w, out, in, ldw, {alpha, parts})
-        .multiply_parallel(dy, rows, out, dx, in, false, 1, parts);
+        .multiply_parallel(dy, rows, /*ldx=*/out, dx, /*ldy=*/in, /*accumulate=*/false,
+                           /*kstride=*/1, parts);
   }
   if (dw) weight_gradient(dy, out, x, in, dw, out, in, rows, alpha);  // dy^T [out, rows] x
 }
@@ -53,7 +54,8 @@ void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, f
   }
   const int64_t parts = row_parts(m, 2.0 * m * n * k);
   Panels<float>::plain(b, k, n, ldb, {alpha, parts})  // alpha rides on the packing
-      .multiply_parallel(a, m, 1, c, n, false, lda, parts);
+      .multiply_parallel(a, m, /*ldx=*/1, c, /*ldy=*/n, /*accumulate=*/false, /*kstride=*/lda,
+                         parts);
 }
 
 }  // namespace attnkit::kernels::products

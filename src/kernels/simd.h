@@ -1,7 +1,10 @@
 #pragma once
 
-// Private to src/kernels: the vectorised elementwise pieces (AVX2 + FMA), with scalar fallbacks
-// chosen at run time.
+// Private to src/kernels: the vectorised elementwise pieces (AVX2 + FMA). Each op has a scalar
+// loop (`*_scalar`, a template: float and double), which is also its vector version's tail, and a
+// dispatching entry for both types that runs the float vector loop when cpu_isa() allows
+// (kernels/cpu_isa.h: one switch for every kernel). Kernels that also run in double (for the
+// finite-difference tests) call the entries with either type.
 
 #include <immintrin.h>
 
@@ -9,13 +12,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+
+#include "attnkit/kernels/cpu_isa.h"
 
 namespace attnkit::kernels::simd {
 
-inline bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
+// Whether the AVX2 + FMA loops may run (every ISA above Scalar has them).
+inline bool use_avx2() { return cpu_isa() != Isa::Scalar; }
 
 // exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below -87.3
 // (including -inf) give exactly 0.
@@ -62,6 +66,13 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 }
 
 // sum_h v[h] tanh(a[h] + b[h])
+// `acc` starts the sum (the vector loop's partial sum, for its tail).
+template <typename T>
+inline T tanh_dot_scalar(const T* a, const T* b, const T* v, int64_t n, T acc = 0) {
+  for (int64_t i = 0; i < n; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
+  return acc;
+}
+
 __attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, const float* b,
                                                                const float* v, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -70,21 +81,27 @@ __attribute__((target("avx2,fma"))) inline float tanh_dot_avx2(const float* a, c
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(v + i),
                           tanh256(_mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))),
                           acc);
-  float sum = hsum(acc);
-  for (; i < n; ++i) sum += v[i] * std::tanh(a[i] + b[i]);
-  return sum;
+  return tanh_dot_scalar(a + i, b + i, v + i, n - i, hsum(acc));
 }
 
-inline float tanh_dot(const float* a, const float* b, const float* v, int64_t n) {
-  if (have_avx2()) return tanh_dot_avx2(a, b, v, n);
-  float acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += v[i] * std::tanh(a[i] + b[i]);
-  return acc;
+template <typename T>
+inline T tanh_dot(const T* a, const T* b, const T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return tanh_dot_avx2(a, b, v, n);
+  return tanh_dot_scalar(a, b, v, n);
 }
 
 // With t = tanh(a + b): da += g v (1 - t^2), db += the same, dv += g t.
-inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da,
-                          float* db, float* dv, int64_t n);
+template <typename T>
+inline void tanh_backward_scalar(const T* a, const T* b, const T* v, T g, T* da, T* db, T* dv,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
+    da[i] += d;
+    db[i] += d;
+    dv[i] += g * t;
+  }
+}
 
 __attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* a, const float* b,
                                                                    const float* v, float g,
@@ -100,26 +117,24 @@ __attribute__((target("avx2,fma"))) inline void tanh_backward_avx2(const float* 
     _mm256_storeu_ps(db + i, _mm256_add_ps(_mm256_loadu_ps(db + i), d));
     _mm256_storeu_ps(dv + i, _mm256_fmadd_ps(vg, t, _mm256_loadu_ps(dv + i)));
   }
-  for (; i < n; ++i) {
-    const float t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
-    da[i] += d;
-    db[i] += d;
-    dv[i] += g * t;
-  }
+  tanh_backward_scalar(a + i, b + i, v + i, g, da + i, db + i, dv + i, n - i);
 }
 
-inline void tanh_backward(const float* a, const float* b, const float* v, float g, float* da,
-                          float* db, float* dv, int64_t n) {
-  if (have_avx2()) return tanh_backward_avx2(a, b, v, g, da, db, dv, n);
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = std::tanh(a[i] + b[i]), d = g * v[i] * (1 - t * t);
-    da[i] += d;
-    db[i] += d;
-    dv[i] += g * t;
-  }
+template <typename T>
+inline void tanh_backward(const T* a, const T* b, const T* v, T g, T* da, T* db, T* dv, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return tanh_backward_avx2(a, b, v, g, da, db, dv, n);
+  tanh_backward_scalar(a, b, v, g, da, db, dv, n);
 }
 
 // max_i x[i] for n >= 1.
+template <typename T>
+inline T max_scalar(const T* x, int64_t n) {
+  T best = x[0];
+  for (int64_t i = 1; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
 __attribute__((target("avx2,fma"))) inline float max_avx2(const float* x, int64_t n) {
   int64_t i = 0;
   float best = x[0];
@@ -130,18 +145,23 @@ __attribute__((target("avx2,fma"))) inline float max_avx2(const float* x, int64_
     const __m128 q = _mm_max_ps(h, _mm_movehl_ps(h, h));
     best = _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps(q, q, 1)));
   }
-  for (; i < n; ++i) best = std::max(best, x[i]);
-  return best;
+  return i < n ? std::max(best, max_scalar(x + i, n - i)) : best;
 }
 
-inline float max_of(const float* x, int64_t n) {
-  if (have_avx2()) return max_avx2(x, n);
-  float best = x[0];
-  for (int64_t i = 1; i < n; ++i) best = std::max(best, x[i]);
-  return best;
+template <typename T>
+inline T max_of(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return max_avx2(x, n);
+  return max_scalar(x, n);
 }
 
 // sum_i x[i], four accumulators wide (a single running sum waits on each add's latency).
+template <typename T>
+inline T sum_scalar(const T* x, int64_t n, T sum = 0) {
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  return sum;
+}
+
 __attribute__((target("avx2,fma"))) inline float sum_avx2(const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
@@ -152,19 +172,24 @@ __attribute__((target("avx2,fma"))) inline float sum_avx2(const float* x, int64_
     a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
   }
   for (; i + 8 <= n; i += 8) a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += x[i];
-  return sum;
+  return sum_scalar(x + i, n - i,
+                    hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))));
 }
 
-inline float sum_of(const float* x, int64_t n) {
-  if (have_avx2()) return sum_avx2(x, n);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  return sum;
+template <typename T>
+inline T sum_of(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return sum_avx2(x, n);
+  return sum_scalar(x, n);
 }
 
 // The first i in [from, n) with x[i] > threshold, or n.
+inline int64_t next_above_scalar(const float* x, int64_t from, int64_t n, float threshold) {
+  for (int64_t i = from; i < n; ++i)
+    if (x[i] > threshold) return i;
+  return n;
+}
+
 __attribute__((target("avx2,fma"))) inline int64_t next_above_avx2(const float* x, int64_t from,
                                                                    int64_t n, float threshold) {
   const __m256 t = _mm256_set1_ps(threshold);
@@ -173,31 +198,41 @@ __attribute__((target("avx2,fma"))) inline int64_t next_above_avx2(const float* 
     const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_GT_OQ));
     if (mask) return i + __builtin_ctz(static_cast<unsigned>(mask));
   }
-  for (; i < n; ++i)
-    if (x[i] > threshold) return i;
-  return n;
+  return next_above_scalar(x, i, n, threshold);
 }
 
 inline int64_t next_above(const float* x, int64_t from, int64_t n, float threshold) {
-  if (have_avx2()) return next_above_avx2(x, from, n, threshold);
-  for (int64_t i = from; i < n; ++i)
-    if (x[i] > threshold) return i;
-  return n;
+  return use_avx2() ? next_above_avx2(x, from, n, threshold)
+                    : next_above_scalar(x, from, n, threshold);
 }
 
 // x[i] = tanh(x[i]) for i < n.
-__attribute__((target("avx2,fma"))) inline void tanh_inplace_avx2(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, tanh256(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) x[i] = std::tanh(x[i]);
-}
-
-inline void tanh_inplace(float* x, int64_t n) {
-  if (have_avx2()) return tanh_inplace_avx2(x, n);
+template <typename T>
+inline void tanh_inplace_scalar(T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
 }
 
-// p[j] = exp(s[j] - m) for j < n; returns the sum.
+__attribute__((target("avx2,fma"))) inline void tanh_inplace_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, tanh256(_mm256_loadu_ps(x + i)));
+  tanh_inplace_scalar(x + i, n - i);
+}
+
+template <typename T>
+inline void tanh_inplace(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return tanh_inplace_avx2(x, n);
+  tanh_inplace_scalar(x, n);
+}
+
+// p[j] = exp(s[j] - m) for j < n (exactly 0 for s[j] = -inf); returns the sum.
+template <typename T>
+inline T exp_shift_scalar(const T* s, T* p, int n, T m, T sum = 0) {
+  for (int j = 0; j < n; ++j)
+    sum += (p[j] = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(s[j] - m));
+  return sum;
+}
+
 __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n,
                                                                 float m) {
   const __m256 vm = _mm256_set1_ps(m);
@@ -208,13 +243,15 @@ __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, 
     _mm256_storeu_ps(p + j, e);
     acc = _mm256_add_ps(acc, e);
   }
-  float sum = hsum(acc);
-  for (; j < n; ++j)
-    sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
-  return sum;
+  return exp_shift_scalar(s + j, p + j, n - j, m, hsum(acc));
 }
 
 // p[j] = a exp(s[j] - m) + b for j < n, in one pass.
+template <typename T>
+inline void exp_affine_scalar(const T* s, T* p, int64_t n, T m, T a, T b) {
+  for (int64_t j = 0; j < n; ++j) p[j] = a * std::exp(s[j] - m) + b;
+}
+
 __attribute__((target("avx2,fma"))) inline void exp_affine_avx2(const float* s, float* p, int64_t n,
                                                                 float m, float a, float b) {
   const __m256 vm = _mm256_set1_ps(m), va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
@@ -222,39 +259,56 @@ __attribute__((target("avx2,fma"))) inline void exp_affine_avx2(const float* s, 
   for (; j + 8 <= n; j += 8)
     _mm256_storeu_ps(p + j,
                      _mm256_fmadd_ps(va, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), vb));
-  for (; j < n; ++j) p[j] = a * std::exp(s[j] - m) + b;
+  exp_affine_scalar(s + j, p + j, n - j, m, a, b);
 }
 
-inline void exp_affine(const float* s, float* p, int64_t n, float m, float a, float b) {
-  if (have_avx2()) return exp_affine_avx2(s, p, n, m, a, b);
-  for (int64_t j = 0; j < n; ++j) p[j] = a * std::exp(s[j] - m) + b;
+template <typename T>
+inline void exp_affine(const T* s, T* p, int64_t n, T m, T a, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return exp_affine_avx2(s, p, n, m, a, b);
+  exp_affine_scalar(s, p, n, m, a, b);
 }
 
-inline float exp_shift(const float* s, float* p, int n, float m) {
-  if (have_avx2()) return exp_shift_avx2(s, p, n, m);
-  float sum = 0;
-  for (int j = 0; j < n; ++j)
-    sum += (p[j] = s[j] == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(s[j] - m));
-  return sum;
+template <typename T>
+inline T exp_shift(const T* s, T* p, int n, T m) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return exp_shift_avx2(s, p, n, m);
+  return exp_shift_scalar(s, p, n, m);
 }
 
 // y[i] += a x[i] for i < n.
+template <typename T>
+inline void axpy_scalar(T a, const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 __attribute__((target("avx2,fma"))) inline void axpy_avx2(float a, const float* x, float* y,
                                                           int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
+  axpy_scalar(a, x + i, y + i, n - i);
 }
 
-inline void axpy(float a, const float* x, float* y, int64_t n) {
-  if (have_avx2()) return axpy_avx2(a, x, y, n);
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+template <typename T>
+inline void axpy(T a, const T* x, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return axpy_avx2(a, x, y, n);
+  axpy_scalar(a, x, y, n);
 }
 
 // dy[i] += a g[i] for i < n, and returns sum_i g[i] x[i]: both halves of the backward pass of
 // one weighted row y = a x, in one pass over g.
+template <typename T>
+inline T dot_axpy_scalar(const T* g, const T* x, T a, T* dy, int64_t n, T sum = 0) {
+  for (int64_t i = 0; i < n; ++i) {
+    sum += g[i] * x[i];
+    dy[i] += a * g[i];
+  }
+  return sum;
+}
+
 __attribute__((target("avx2,fma"))) inline float dot_axpy_avx2(const float* g, const float* x,
                                                                float a, float* dy, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
@@ -267,22 +321,14 @@ __attribute__((target("avx2,fma"))) inline float dot_axpy_avx2(const float* g, c
     _mm256_storeu_ps(dy + i, _mm256_fmadd_ps(va, g0, _mm256_loadu_ps(dy + i)));
     _mm256_storeu_ps(dy + i + 8, _mm256_fmadd_ps(va, g1, _mm256_loadu_ps(dy + i + 8)));
   }
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) {
-    sum += g[i] * x[i];
-    dy[i] += a * g[i];
-  }
-  return sum;
+  return dot_axpy_scalar(g + i, x + i, a, dy + i, n - i, hsum(_mm256_add_ps(acc0, acc1)));
 }
 
-inline float dot_axpy(const float* g, const float* x, float a, float* dy, int64_t n) {
-  if (have_avx2()) return dot_axpy_avx2(g, x, a, dy, n);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    sum += g[i] * x[i];
-    dy[i] += a * g[i];
-  }
-  return sum;
+template <typename T>
+inline T dot_axpy(const T* g, const T* x, T a, T* dy, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return dot_axpy_avx2(g, x, a, dy, n);
+  return dot_axpy_scalar(g, x, a, dy, n);
 }
 
 }  // namespace attnkit::kernels::simd

@@ -5,9 +5,12 @@
 // Fused scaled-dot attention for CPU: softmax(Q Kᵀ · scale, mask) V computed block by block
 // with an online softmax (flash-attention style), so the [Tq, Tk] score matrix is never stored:
 // memory stays O(T·d) for the forward pass and for the backward pass, which recomputes the
-// scores from Q, K and the saved log-sum-exp. Blocks are multiplied by the BLAS's sgemm; the
-// exponentials are vectorised with AVX2/FMA where the CPU has them. Threads go over the batch
-// dimension (batch × heads). functional::scaled_dot_product_attention stays the reference path.
+// scores from Q, K and the saved log-sum-exp. Blocks are multiplied on attnkit's packed register
+// blocks (src/kernels/packed_gemm.h): K, V, Q and dO are packed once per (batch × head) row, in
+// the layout each product reads, and Pᵀ and dSᵀ are read in place. The exponentials are vectorised
+// with AVX2/FMA; both follow cpu_isa() (kernels/cpu_isa.h). Threads go over the batch dimension
+// (batch × heads). functional::scaled_dot_product_attention stays the reference path
+// (tests/test_fused_attention.cpp, values and gradients in double).
 namespace attnkit::kernels {
 
 // q [N, Tq, d], k [N, Tk, d], v [N, Tk, dv], float32; mask (optional) bool, broadcastable to
@@ -15,8 +18,5 @@ namespace attnkit::kernels {
 // A row with no key to attend to gets a zero output and zero gradients, never NaN.
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask = {}, double scale = -1);
-
-// Whether the vectorised exponential is used (AVX2 and FMA present).
-bool fused_attention_vectorised();
 
 }  // namespace attnkit::kernels

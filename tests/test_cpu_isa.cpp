@@ -1,0 +1,66 @@
+// The one CPU dispatch (kernels/cpu_isa.h): names, the override, and that the kernels follow it.
+
+#include "attnkit/kernels/cpu_isa.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "attnkit/core/error.h"
+#include "attnkit/kernels/matmul.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using kernels::Isa;
+
+TEST(CpuIsa, NamesRoundTripAndUnknownOnesAreRefusedWithTheValidOnes) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    EXPECT_EQ(kernels::parse_isa(kernels::to_string(isa)), isa);
+  EXPECT_EQ(kernels::parse_isa("AVX512"), Isa::Avx512);
+  try {
+    kernels::parse_isa("sse3");
+    FAIL() << "sse3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scalar | avx2 | avx512"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuIsa, SupportedIsasRunFromScalarToTheDetectedOne) {
+  const auto isas = kernels::supported_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), Isa::Scalar);
+  EXPECT_EQ(isas.back(), kernels::detected_isa());
+  for (size_t i = 1; i < isas.size(); ++i)
+    EXPECT_EQ(static_cast<int>(isas[i]), static_cast<int>(isas[i - 1]) + 1);
+}
+
+TEST(CpuIsa, AnIsaTheCpuLacksIsRefusedAndTheActiveOneKept) {
+  const Isa before = kernels::cpu_isa();
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (kernels::cpu_supports(isa)) continue;
+    EXPECT_THROW(kernels::set_cpu_isa(isa), Error);
+    EXPECT_EQ(kernels::cpu_isa(), before);
+  }
+  if (kernels::detected_isa() == Isa::Avx512) GTEST_SKIP() << "this CPU runs every ISA";
+}
+
+// Every ISA the CPU runs gives the same product to rounding, and ScopedIsa restores the one
+// before it.
+TEST(CpuIsa, EachIsaComputesTheSameProductAndTheScopeRestores) {
+  at::manual_seed(3);
+  auto a = at::randn({37, 70}), b = at::randn({70, 45});
+  const auto expected = at::matmul(a.to(at::kDouble), b.to(at::kDouble)).to(at::kFloat);
+  const Isa before = kernels::cpu_isa();
+  for (Isa isa : kernels::supported_isas()) {
+    kernels::ScopedIsa scope(isa);
+    EXPECT_EQ(kernels::cpu_isa(), isa);
+    auto out = at::empty({37, 45});
+    kernels::matmul(a, b, out);
+    EXPECT_TRUE(testing::close(out, expected, 1e-4, 1e-4)) << kernels::to_string(isa);
+  }
+  EXPECT_EQ(kernels::cpu_isa(), before);
+}
+
+}  // namespace
+}  // namespace attnkit
