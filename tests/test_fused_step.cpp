@@ -8,6 +8,7 @@
 
 #include <limits>
 
+#include "attnkit/kernels/top_k.h"
 #include "attnkit/seq2seq/fused_step.h"
 #include "attnkit/seq2seq/search.h"
 #include "attnkit/train/step.h"
@@ -150,8 +151,8 @@ TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
     if (trial % 3 == 0) scores[2] = -std::numeric_limits<double>::infinity();  // a dead beam
     std::vector<double> beam_scores(scores.data_ptr<double>(), scores.data_ptr<double>() + k);
     std::vector<float> scratch;
-    auto actual = seq2seq::detail::best_extensions(logits.data_ptr<float>(), k, V,
-                                                   beam_scores.data(), want, scratch);
+    auto actual =
+        kernels::best_extensions(logits.data_ptr<float>(), k, V, beam_scores.data(), want, scratch);
     auto total = (scores.unsqueeze(1) + at::log_softmax(logits, -1).to(at::kDouble)).view({-1});
     auto [top, index] = total.topk(want);
     ASSERT_EQ(static_cast<int64_t>(actual.size()), want);

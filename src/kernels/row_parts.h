@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attnkit/core/info.h"
+#include "attnkit/kernels/one_part.h"
 
 namespace attnkit::kernels {
 
@@ -23,23 +24,6 @@ struct RowPart {
   // How many of the first `rows` positions this part owns.
   int64_t count(int64_t rows) const {
     return rows > first ? (rows - first + stride - 1) / stride : 0;
-  }
-};
-
-// While one lives, row_parts() is 1 on its thread: for threads that already share the cores
-// out, as the translator's batch workers and the parts themselves.
-class OnePartPerThread {
- public:
-  OnePartPerThread() { ++depth(); }
-  ~OnePartPerThread() { --depth(); }
-  OnePartPerThread(const OnePartPerThread&) = delete;
-  OnePartPerThread& operator=(const OnePartPerThread&) = delete;
-  static bool active() { return depth() > 0; }
-
- private:
-  static int& depth() {
-    thread_local int d = 0;
-    return d;
   }
 };
 

@@ -3,13 +3,10 @@
 #include <ATen/ATen.h>
 #include <torch/nn/options/embedding.h>
 #include <torch/nn/options/rnn.h>
-#include <torch/nn/utils/rnn.h>
 
 #include "attnkit/attention/mask.h"
 #include "attnkit/kernels/attention_decoder.h"
-#include "attnkit/kernels/dropout.h"
-#include "attnkit/kernels/gru.h"
-#include "attnkit/kernels/linear.h"
+#include "attnkit/kernels/dispatch.h"
 
 namespace attnkit::seq2seq {
 namespace {
@@ -28,9 +25,13 @@ int64_t decoder_input_size(const Seq2SeqOptions& o) {
          (o.attention() ? 0 : memory_size(o));
 }
 
-// The fused kernels' dropout or, on the reference path, LibTorch's.
+namespace dispatch = kernels::dispatch;
+
+// Which implementation the model's ops run (kernels/dispatch.h decides per op).
+dispatch::Path path(const Seq2SeqOptions& o) { return dispatch::path(o.fused_kernels()); }
+
 at::Tensor drop(const at::Tensor& x, double p, const Seq2SeqOptions& o, bool training) {
-  return o.fused_kernels() ? kernels::dropout(x, p, training) : at::dropout(x, p, training);
+  return dispatch::dropout(path(o), x, p, training);
 }
 
 }  // namespace
@@ -85,35 +86,7 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
 
 std::tuple<at::Tensor, at::Tensor> EncoderImpl::run_gru(const at::Tensor& embedded,
                                                         const at::Tensor& lengths) {
-  const int64_t batch = embedded.size(0), len = embedded.size(1);
-  auto cpu_lengths = lengths.to(at::kCPU).to(at::kLong);
-  if (!options.fused_kernels()) {
-    auto packed = torch::nn::utils::rnn::pack_padded_sequence(
-        embedded, cpu_lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-    auto [packed_out, h_n] = gru->forward_with_packed_input(packed);
-    auto memory = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
-        packed_out, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/len));
-    return {memory, h_n};
-  }
-  // all_weights(): w_ih, w_hh, b_ih, b_hh for each layer, directions innermost (PyTorch's order).
-  const auto weights = gru->all_weights();
-  const int64_t dirs = directions(options);
-  auto x = embedded;  // [B, S, in]
-  std::vector<at::Tensor> finals;
-  for (int64_t l = 0; l < options.layers(); ++l) {
-    std::vector<at::Tensor> outputs;
-    for (int64_t d = 0; d < dirs; ++d) {
-      const auto* w = &weights[4 * (l * dirs + d)];
-      auto gi = kernels::linear(x, w[0], w[2]);  // [B, S, 3H]: all steps' input projections
-      auto h0 = at::zeros({batch, options.hidden_size()}, x.options());
-      auto [out, final] = kernels::gru_sequence(gi, h0, w[1], w[3], cpu_lengths, d == 1);
-      outputs.push_back(out);  // [B, S, H]
-      finals.push_back(final);
-    }
-    x = dirs == 1 ? outputs[0] : at::cat(outputs, -1);  // [B, S, H * dirs]
-    if (l + 1 < options.layers()) x = drop(x, gru->options.dropout(), options, is_training());
-  }
-  return {x, at::stack(finals)};
+  return dispatch::gru(path(options), gru, embedded, lengths, is_training());
 }
 
 DecoderState DecoderState::select(const at::Tensor& index) const {
@@ -194,9 +167,10 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   const int64_t E = options.embed_size(), I = weights[0].size(1);
   auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
-  in.all_gates = kernels::linear(embedded, weights[0].narrow(1, 0, E), weights[2]);  // [B, T, 3H]
-  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);                             // [3H, I - E]
-  if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);                          // T x [B, 3H]
+  in.all_gates = dispatch::linear(path(options), embedded, weights[0].narrow(1, 0, E),
+                                  weights[2]);               // [B, T, 3H]
+  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);     // [3H, I - E]
+  if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);  // T x [B, 3H]
   return in;
 }
 
@@ -266,24 +240,11 @@ StepOutput DecoderImpl::finish_step(DecoderState& s, bool project_now) {
 }
 
 at::Tensor DecoderImpl::run_gru(const at::Tensor& input, const at::Tensor& hidden) {
-  if (!options.fused_kernels()) return std::get<1>(gru(input.unsqueeze(1), hidden));
-  const auto weights = gru->all_weights();
-  return run_gru_from_gates(at::linear(input, weights[0], weights[2]), hidden);
+  return dispatch::gru_step(path(options), gru, input, hidden, is_training());
 }
 
 at::Tensor DecoderImpl::run_gru_from_gates(const at::Tensor& gates, const at::Tensor& hidden) {
-  const auto weights = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh per layer
-  std::vector<at::Tensor> states;
-  at::Tensor gi = gates;  // [N, 3H]
-  for (int64_t l = 0; l < options.layers(); ++l) {
-    const auto* w = &weights[4 * l];
-    if (l > 0) {
-      auto x = drop(states.back(), gru->options.dropout(), options, is_training());  // [N, H]
-      gi = at::linear(x, w[0], w[2]);
-    }
-    states.push_back(kernels::gru_cell(gi, hidden[l], w[1], w[3]));
-  }
-  return at::stack(states);  // [L, N, H]
+  return dispatch::gru_step_gates(gru, gates, hidden, is_training());
 }
 
 at::Tensor DecoderImpl::head_input(const at::Tensor& feed) {
@@ -292,7 +253,7 @@ at::Tensor DecoderImpl::head_input(const at::Tensor& feed) {
 
 at::Tensor DecoderImpl::project(const at::Tensor& feed) {
   auto x = head_input(feed);
-  return options.fused_kernels() ? kernels::linear(x, output->weight, output->bias) : output(x);
+  return dispatch::linear(path(options), x, output->weight, output->bias);
 }
 
 Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <optional>
 
-#include "../kernels/simd.h"
 #include "attnkit/data/vocab.h"
+#include "attnkit/kernels/top_k.h"
 #include "attnkit/seq2seq/fused_step.h"
 
 namespace attnkit::seq2seq {
@@ -49,44 +49,6 @@ at::Tensor gather_attention(const std::vector<at::Tensor>& steps, const Trail& t
 }
 
 }  // namespace
-
-namespace detail {
-
-std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
-                                       const double* beam_scores, int64_t want,
-                                       std::vector<float>& scratch) {
-  std::vector<Candidate> all;
-  std::vector<std::pair<float, int64_t>> top;  // ascending by logit, at most `want`
-  scratch.resize(vocab);
-  for (int64_t i = 0; i < k; ++i) {
-    if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
-    const float* x = logits + i * vocab;
-    const float mx = kernels::simd::max_of(x, vocab);
-    const float lse =
-        mx + std::log(kernels::simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), mx));
-    top.clear();
-    float threshold = -std::numeric_limits<float>::infinity();  // the smallest kept, once full
-    for (int64_t j = kernels::simd::next_above(x, 0, vocab, threshold); j < vocab;
-         j = kernels::simd::next_above(x, j + 1, vocab, threshold)) {
-      if (static_cast<int64_t>(top.size()) == want) top.erase(top.begin());
-      top.insert(std::upper_bound(top.begin(), top.end(), std::pair{x[j], -j},
-                                  [](const auto& a, const auto& b) { return a.first < b.first; }),
-                 {x[j], j});
-      if (static_cast<int64_t>(top.size()) == want) threshold = top.front().first;
-    }
-    for (const auto& [value, token] : top)
-      all.push_back({beam_scores[i] + static_cast<double>(value - lse), i, token});
-  }
-  // Best first; ties go to the lower beam, then the lower token id.
-  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.score != b.score) return a.score > b.score;
-    return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
-  });
-  if (static_cast<int64_t>(all.size()) > want) all.resize(want);
-  return all;
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -143,16 +105,12 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
     const auto logits = out.logits.to(at::kFloat).contiguous();  // [A, V]
     const int64_t vocab = logits.size(-1);
     step_attention.push_back(out.attention.to(at::kFloat).contiguous());
-    scratch.resize(vocab);
     std::vector<int64_t> keep_rows, still_active, next;
     for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
-      // The best token and its log-probability: its logit minus the row's log-sum-exp.
-      const float* x = logits.data_ptr<float>() + a * vocab;
-      const int64_t token = std::max_element(x, x + vocab) - x;
-      const float lse = x[token] + std::log(kernels::simd::exp_shift(
-                                       x, scratch.data(), static_cast<int>(vocab), x[token]));
+      const auto [token, log_prob] =
+          kernels::best_token(logits.data_ptr<float>() + a * vocab, vocab, scratch);
       const int64_t b = active[a];
-      hyps[b].log_prob += static_cast<double>(x[token] - lse);
+      hyps[b].log_prob += static_cast<double>(log_prob);
       trails[b].emplace_back(t, a);
       if (token == Vocab::kEos || t + 1 >= limits[b]) {
         if (token != Vocab::kEos) hyps[b].tokens.push_back(token);
@@ -178,117 +136,141 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   return results;
 }
 
+namespace {
+
+// One sentence's live beams: each one's tokens so far and its attention trail.
+struct Beams {
+  std::vector<std::vector<int64_t>> tokens;
+  std::vector<Trail> trails;
+  explicit Beams(int64_t k = 0) : tokens(k), trails(k) {}
+};
+
+// What a sentence's beams become after a step: the rows of the next step (k of them, dead beams
+// padded in), each with the row it continues, its token and its score.
+struct NextRows {
+  std::vector<int64_t> origin, tokens;
+  std::vector<double> scores;
+  Beams beams;
+};
+
+// Extends sentence b's beams (rows a * beams .. of step t) by its best candidates. Candidates
+// that end (<eos>, or the length limit) join finished[b]; the others, up to k, are the sentence's
+// next beams. Returns nothing when the sentence is done: k finished, or no beam left to extend.
+std::optional<NextRows> extend(const std::vector<kernels::Candidate>& candidates,
+                               const Beams& beams, int64_t a, int64_t width, int64_t t,
+                               int64_t limit, int64_t k, const SearchOptions& o,
+                               const std::vector<at::Tensor>& step_attention,
+                               std::vector<Hypothesis>& finished) {
+  NextRows next;
+  next.beams = Beams(k);
+  int64_t live = 0;
+  for (const kernels::Candidate& c : candidates) {
+    if (live >= k) break;
+    auto seq = beams.tokens[c.beam];
+    auto trail = beams.trails[c.beam];
+    trail.emplace_back(t, a * width + c.beam);
+    if (c.token == Vocab::kEos || t + 1 >= limit) {
+      if (c.token != Vocab::kEos) seq.push_back(c.token);
+      Hypothesis h;
+      h.tokens = std::move(seq);
+      h.log_prob = c.score;
+      h.score = normalise(c.score, h.tokens.size() + 1, o.length_penalty);
+      h.attention = gather_attention(step_attention, trail);
+      finished.push_back(std::move(h));
+      continue;
+    }
+    seq.push_back(c.token);
+    next.origin.push_back(a * width + c.beam);
+    next.tokens.push_back(c.token);
+    next.scores.push_back(c.score);
+    next.beams.tokens[live] = std::move(seq);
+    next.beams.trails[live] = std::move(trail);
+    ++live;
+  }
+  if (static_cast<int64_t>(finished.size()) >= k || live == 0) return std::nullopt;
+  for (; live < k; ++live) {  // pad to k rows with dead beams
+    next.origin.push_back(a * width);
+    next.tokens.push_back(Vocab::kPad);
+    next.scores.push_back(-std::numeric_limits<double>::infinity());
+  }
+  return next;
+}
+
+// Each sentence's best `nbest` finished hypotheses, best first.
+std::vector<std::vector<Hypothesis>> best_of(std::vector<std::vector<Hypothesis>> finished,
+                                             int64_t nbest) {
+  for (auto& f : finished) {
+    std::stable_sort(f.begin(), f.end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (static_cast<int64_t>(f.size()) > nbest) f.resize(nbest);
+  }
+  return finished;
+}
+
+}  // namespace
+
 std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
                                                  const at::Tensor& lengths, const SearchOptions& o,
                                                  SearchStats* stats) {
   c10::InferenceMode inference;
   ensure_eval(model);
   const int64_t batch = source.size(0), k = std::max<int64_t>(1, o.beam_size);
-  const int64_t nbest = std::min(std::max<int64_t>(1, o.nbest), k);
-  auto limits = max_lengths(lengths, o);
+  const auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
 
   // Every sentence starts as one beam (its k would all be the same), and has k from the
   // second step on.
-  auto encoded = model->encoder->forward(source, lengths);
   Stepper step(model, o);
-  auto state = model->decoder->start(encoded);  // [A * beams] rows, A = active sentences
-  int64_t beams = 1;
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  std::vector<double> scores(batch, 0.0);  // [A, beams]: each beam's log-probability
-  std::vector<float> scratch;
+  auto state = model->decoder->start(model->encoder->forward(source, lengths));  // [A * width]
+  int64_t width = 1;                       // beams per active sentence
+  std::vector<double> scores(batch, 0.0);  // [A, width]: each beam's log-probability
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<int64_t> active(batch);  // the sentences still searching, in row-block order
   std::iota(active.begin(), active.end(), 0);
-  using Beams = std::vector<std::vector<int64_t>>;
-  using Attentions = std::vector<Trail>;   // per beam
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
-  std::vector<Beams> seqs(batch, Beams(k));
-  std::vector<Attentions> attns(batch, Attentions(k));
+  std::vector<Beams> beams(batch, Beams(k));
   std::vector<std::vector<Hypothesis>> finished(batch);
+  std::vector<float> scratch;
 
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
     auto out = step(tokens, state);
-    const auto logits = out.logits.to(at::kFloat).contiguous();           // [rows * beams, V]
-    step_attention.push_back(out.attention.to(at::kFloat).contiguous());  // [rows * beams, S]
+    const auto logits = out.logits.to(at::kFloat).contiguous();           // [rows * width, V]
+    step_attention.push_back(out.attention.to(at::kFloat).contiguous());  // [rows * width, S]
     const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
     const int64_t want = std::min(2 * k, k * vocab);
-    std::vector<int64_t> still_active, origin, next_token, source_rows;
+    std::vector<int64_t> still_active, origin, next_tokens, source_rows;
     std::vector<double> next_scores;
     for (int64_t a = 0; a < rows; ++a) {
       const int64_t b = active[a];
-      Beams new_seqs(k);
-      Attentions new_attns(k);
-      int64_t live = 0;
-      std::vector<int64_t> my_origin, my_tokens;
-      std::vector<double> my_scores;
       const auto candidates =
-          detail::best_extensions(logits.data_ptr<float>() + a * beams * vocab, beams, vocab,
-                                  scores.data() + a * beams, want, scratch);
-      for (const detail::Candidate& c : candidates) {
-        if (live >= k) break;
-        const double score = c.score;
-        const int64_t beam = c.beam, token = c.token;
-        auto seq = seqs[b][beam];
-        auto att = attns[b][beam];
-        att.emplace_back(t, a * beams + beam);
-        if (token == Vocab::kEos || t + 1 >= limits[b]) {
-          if (token != Vocab::kEos) seq.push_back(token);
-          Hypothesis h;
-          h.tokens = std::move(seq);
-          h.log_prob = score;
-          h.score = normalise(score, h.tokens.size() + 1, o.length_penalty);
-          h.attention = gather_attention(step_attention, att);
-          finished[b].push_back(std::move(h));
-          continue;
-        }
-        seq.push_back(token);
-        my_origin.push_back(a * beams + beam);
-        my_tokens.push_back(token);
-        my_scores.push_back(score);
-        new_seqs[live] = std::move(seq);
-        new_attns[live] = std::move(att);
-        ++live;
-      }
-      // A sentence with k finished hypotheses (or none left to extend) leaves the batch, so
-      // later steps compute only the sentences still searching.
-      if (static_cast<int64_t>(finished[b].size()) >= k || live == 0) continue;
-      for (; live < k; ++live) {  // pad to k rows with dead beams
-        my_origin.push_back(a * beams);
-        my_tokens.push_back(Vocab::kPad);
-        my_scores.push_back(neg_inf);
-      }
+          kernels::best_extensions(logits.data_ptr<float>() + a * width * vocab, width, vocab,
+                                   scores.data() + a * width, want, scratch);
+      auto next =
+          extend(candidates, beams[b], a, width, t, limits[b], k, o, step_attention, finished[b]);
+      // A finished sentence leaves the batch, so later steps compute only those still searching.
+      if (!next) continue;
       still_active.push_back(b);
-      for (int64_t i = 0; i < k; ++i) source_rows.push_back(a * beams);
-      origin.insert(origin.end(), my_origin.begin(), my_origin.end());
-      next_token.insert(next_token.end(), my_tokens.begin(), my_tokens.end());
-      next_scores.insert(next_scores.end(), my_scores.begin(), my_scores.end());
-      seqs[b] = std::move(new_seqs);
-      attns[b] = std::move(new_attns);
+      source_rows.insert(source_rows.end(), k, a * width);
+      origin.insert(origin.end(), next->origin.begin(), next->origin.end());
+      next_tokens.insert(next_tokens.end(), next->tokens.begin(), next->tokens.end());
+      next_scores.insert(next_scores.end(), next->scores.begin(), next->scores.end());
+      beams[b] = std::move(next->beams);
     }
     active = std::move(still_active);
     if (active.empty()) break;
     // Every beam of a sentence reads the same source rows, so those move only when sentences
     // leave the batch or their beams multiply.
-    const bool moved = static_cast<int64_t>(active.size()) != rows || beams != k;
+    const bool moved = static_cast<int64_t>(active.size()) != rows || width != k;
     state = state.reorder_beams(at::tensor(origin, at::kLong),
                                 moved ? at::tensor(source_rows, at::kLong) : at::Tensor());
-    beams = k;
-    tokens = at::tensor(next_token, at::kLong);
+    width = k;
+    tokens = at::tensor(next_tokens, at::kLong);
     scores = std::move(next_scores);
   }
   step.report(lengths, stats);
-  std::vector<std::vector<Hypothesis>> results(batch);
-  for (int64_t b = 0; b < batch; ++b) {
-    auto& f = finished[b];
-    std::stable_sort(f.begin(), f.end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    if (static_cast<int64_t>(f.size()) > nbest) f.resize(nbest);
-    results[b] = std::move(f);
-  }
-  return results;
+  return best_of(std::move(finished), std::min(std::max<int64_t>(1, o.nbest), k));
 }
 
 std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,

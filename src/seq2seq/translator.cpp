@@ -14,10 +14,10 @@
 #include <numeric>
 #include <thread>
 
-#include "../kernels/row_parts.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/kernels/one_part.h"
 #include "attnkit/version.h"
 
 namespace attnkit::seq2seq {

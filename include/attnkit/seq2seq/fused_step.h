@@ -3,36 +3,29 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
-#include <vector>
 
+#include "attnkit/kernels/decoder_step.h"
 #include "attnkit/seq2seq/model.h"
 
-// An inference-only decoder step for the usual architecture (GRU layers, soft additive or
-// Bahdanau attention, with or without input feeding), in float32 on raw buffers: one GEMV per row
-// below kernels::blas::kGemvRows rows, above that weights packed once per decoder for the AVX-512
-// or AVX2 blocks (src/kernels/packed_gemm.h), the GRU gates, scores, softmax and context in
-// hand-written loops, and no autograd or dispatcher between them. At batch 1 the
-// LibTorch step spends most of its time in per-op overhead and in OpenBLAS packing whole weight
-// matrices for one-row GEMMs. DecoderImpl::step stays the reference (tests/test_fused_step.cpp);
-// the searches use this one when supports() allows and SearchOptions::fused is on.
+// A Decoder's inference step on the raw-buffer kernel (kernels/decoder_step.h), for the searches:
+// it views the decoder's weights, keeps them packed across searches and threads (rebuilt when
+// training or loading changes a parameter), and keeps DecoderState's contract.
+// DecoderImpl::step stays the reference (tests/test_fused_step.cpp); the searches use this one
+// when supports() allows and SearchOptions::fused is on.
 namespace attnkit::seq2seq {
 
 class FusedStep {
  public:
-  // Whether the decoder's configuration is one this step implements.
+  // Whether the decoder's configuration is one the kernel implements: soft additive or Bahdanau
+  // attention with a biased score layer, float32 on the CPU.
   static bool supports(const Decoder& decoder);
   explicit FusedStep(const Decoder& decoder);
   // The same contract as DecoderImpl::step in eval mode: logits [N, V], feed, attention [N, S];
   // `state` advances. log_prob and entropy stay undefined (no sampling).
   StepOutput step(const at::Tensor& tokens, DecoderState& state);
 
-  struct Weight;    // a weight and its packed panels
-  struct Prepared;  // what every step multiplies by, shared by the steps of one decoder
-
  private:
-  Seq2SeqOptions options_;
-  std::shared_ptr<const Prepared> prepared_;
-  std::vector<float> gi_, gh_, query_, combine_in_;  // scratch, grown as needed
+  kernels::DecoderStep step_;
 };
 
 }  // namespace attnkit::seq2seq

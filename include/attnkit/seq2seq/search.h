@@ -48,24 +48,4 @@ std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& so
                                             const at::Tensor& lengths, const SearchOptions& options,
                                             SearchStats* stats = nullptr);
 
-namespace detail {  // beam search's candidate ranking, public for its tests
-
-struct Candidate {
-  double score;  // the beam's log-probability plus the token's
-  int64_t beam, token;
-};
-
-// The best `want` one-token extensions of a sentence's k beams, best first. logits [k, V];
-// beams scored -inf are dead. A beam's log-probabilities are its logits minus one log-sum-exp,
-// so its best tokens are its largest logits; and any of the best `want` extensions overall is
-// among its own beam's best `want`. So each beam contributes its `want` largest logits (one
-// pass), and only those k * want candidates are ranked: no [k, V] log-probabilities in double
-// and no top-k over k * V, as the composite version needed.
-// `scratch` is reused between calls.
-std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
-                                       const double* beam_scores, int64_t want,
-                                       std::vector<float>& scratch);
-
-}  // namespace detail
-
 }  // namespace attnkit::seq2seq

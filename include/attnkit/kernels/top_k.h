@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+// The searches' per-step choice on raw logits: log-softmax and the best tokens, without a
+// [rows, V] log-probability tensor. Tested against the composite (log_softmax, then topk over all
+// extensions) in tests/test_fused_step.cpp, under every ISA.
+namespace attnkit::kernels {
+
+struct Candidate {
+  double score;  // the beam's log-probability plus the token's
+  int64_t beam, token;
+};
+
+// The best `want` one-token extensions of a sentence's k beams, best first; ties go to the lower
+// beam, then the lower token id. logits [k, V]; beams scored -inf are dead. A beam's
+// log-probabilities are its logits minus one log-sum-exp, so its best tokens are its largest
+// logits; and any of the best `want` extensions overall is among its own beam's best `want`. So
+// each beam contributes its `want` largest logits (one pass), and only those k * want candidates
+// are ranked: no [k, V] log-probabilities in double and no top-k over k * V, as the composite
+// version needed. `scratch` is reused between calls.
+std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
+                                       const double* beam_scores, int64_t want,
+                                       std::vector<float>& scratch);
+
+struct BestToken {
+  int64_t token;   // the first largest logit's index
+  float log_prob;  // its logit minus the row's log-sum-exp
+};
+
+// Greedy search's choice for one row of logits [V].
+BestToken best_token(const float* logits, int64_t vocab, std::vector<float>& scratch);
+
+}  // namespace attnkit::kernels

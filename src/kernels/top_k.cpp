@@ -1,0 +1,63 @@
+#include "attnkit/kernels/top_k.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "simd.h"
+
+namespace attnkit::kernels {
+namespace {
+
+// log sum_j exp(x[j]) given m = max_j x[j].
+float log_sum_exp(const float* x, int64_t vocab, float m, std::vector<float>& scratch) {
+  scratch.resize(vocab);
+  return m + std::log(simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), m));
+}
+
+// The `want` largest logits of a row, ascending: one pass that skips, with a vector compare, the
+// logits below the smallest kept once `want` are kept.
+void largest(const float* x, int64_t vocab, int64_t want,
+             std::vector<std::pair<float, int64_t>>& top) {
+  top.clear();
+  float threshold = -std::numeric_limits<float>::infinity();  // the smallest kept, once full
+  for (int64_t j = simd::next_above(x, 0, vocab, threshold); j < vocab;
+       j = simd::next_above(x, j + 1, vocab, threshold)) {
+    if (static_cast<int64_t>(top.size()) == want) top.erase(top.begin());
+    top.insert(std::upper_bound(top.begin(), top.end(), std::pair{x[j], -j},
+                                [](const auto& a, const auto& b) { return a.first < b.first; }),
+               {x[j], j});
+    if (static_cast<int64_t>(top.size()) == want) threshold = top.front().first;
+  }
+}
+
+}  // namespace
+
+std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
+                                       const double* beam_scores, int64_t want,
+                                       std::vector<float>& scratch) {
+  std::vector<Candidate> all;
+  std::vector<std::pair<float, int64_t>> top;  // ascending by logit, at most `want`
+  for (int64_t i = 0; i < k; ++i) {
+    if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
+    const float* x = logits + i * vocab;
+    const float lse = log_sum_exp(x, vocab, simd::max_of(x, vocab), scratch);
+    largest(x, vocab, want, top);
+    for (const auto& [value, token] : top)
+      all.push_back({beam_scores[i] + static_cast<double>(value - lse), i, token});
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
+  });
+  if (static_cast<int64_t>(all.size()) > want) all.resize(want);
+  return all;
+}
+
+BestToken best_token(const float* logits, int64_t vocab, std::vector<float>& scratch) {
+  const int64_t token = std::max_element(logits, logits + vocab) - logits;
+  return {token, logits[token] - log_sum_exp(logits, vocab, logits[token], scratch)};
+}
+
+}  // namespace attnkit::kernels
