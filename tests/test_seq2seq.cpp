@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
@@ -52,7 +55,6 @@ train::TrainOptions quick_options(const std::string& dir) {
   o.batch_size = 32;
   o.learning_rate = 3e-3;
   o.label_smoothing = 0;
-  o.progress = false;
   o.early_stop = 0;
   o.checkpoint_every = 0;
   return o;
@@ -229,6 +231,57 @@ TEST(Training, ResumeIsBitIdentical) {
   seq2seq::Seq2Seq untrained(t.config.model);
   EXPECT_FALSE(
       untrained->named_parameters()["decoder.output.weight"].equal(a["decoder.output.weight"]));
+}
+
+// Without validation data nothing can be compared: every epoch's weights are kept as the best,
+// and the learning rate never decays.
+TEST(Training, WithoutValidationTheLatestWeightsAreKeptAndTheRateStays) {
+  at::manual_seed(4);
+  auto t = make_task("copy", 200);
+  seq2seq::Seq2Seq model(t.config.model);
+  testing::ScratchDir dir("no_valid");
+  auto o = quick_options(dir.str());
+  o.epochs = 3;
+  const auto r = train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  EXPECT_EQ(r.stopped_because, train::StopReason::Epochs);
+  std::ifstream log(dir / "metrics.jsonl");
+  int epochs = 0;
+  for (std::string line; std::getline(log, line); ++epochs) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["lr"].get<double>(), o.learning_rate) << line;
+    EXPECT_TRUE(j["best"].get<bool>()) << line;
+  }
+  EXPECT_EQ(epochs, 3);
+  // model.pt holds the last weights.
+  seq2seq::Seq2Seq saved(t.config.model);
+  seq2seq::load_weights(saved, (dir / "model.pt").string());
+  const auto saved_parameters = saved->named_parameters();
+  for (const auto& item : model->named_parameters())
+    EXPECT_TRUE(at::equal(item.value(), saved_parameters[item.key()])) << item.key();
+}
+
+int g_sigint_marks = 0;
+void mark_sigint(int) { ++g_sigint_marks; }
+
+// Training catches Ctrl-C while it runs and gives the caller its handler back on every way out,
+// a failure included.
+TEST(Training, RestoresTheCallersSigintHandlerEvenWhenItFails) {
+  auto t = make_task("copy", 50);
+  seq2seq::Seq2Seq model(t.config.model);
+  testing::ScratchDir dir("sigint");
+  auto o = quick_options(dir.str());
+  o.epochs = 1;
+  auto broken = t.data;
+  for (auto& e : broken.train) e.target[0] = 1 << 20;  // outside the vocabulary: the step throws
+  auto previous = std::signal(SIGINT, mark_sigint);
+  EXPECT_ANY_THROW(train::train_model(model, t.config, t.vocab, t.vocab, broken, o));
+  g_sigint_marks = 0;
+  std::raise(SIGINT);
+  EXPECT_EQ(g_sigint_marks, 1);
+  train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  std::raise(SIGINT);
+  EXPECT_EQ(g_sigint_marks, 2);
+  std::signal(SIGINT, previous);
 }
 
 TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "attnkit/core/files.h"
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/mask.h"
@@ -47,7 +48,7 @@ void write_plots(const std::string& prefix, const std::vector<viz::Heatmap>& pan
   std::string json = "[";
   for (size_t i = 0; i < panels.size(); ++i)
     json += (i ? ",\n" : "") + viz::heatmap_json(panels[i]);
-  io::write_file_atomic(prefix + ".json", json + "]\n");
+  write_file_atomic(prefix + ".json", json + "]\n");
   std::cout << "wrote " << prefix << ".png, .svg and .json\n";
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/gettext.h"
 #include "attnkit/data/synthetic.h"
@@ -155,7 +156,7 @@ int run_tokenize(const CorpusArgs& a) {
   for (const auto& p : pairs)
     text += join(src_tok->tokenize(p.source)) + "\t" + join(tgt_tok->tokenize(p.target)) + "\n";
   if (a.out.empty()) throw Error("corpus tokenize: --out is required");
-  io::write_file_atomic(a.out, text);
+  write_file_atomic(a.out, text);
   std::cout << "wrote " << pairs.size() << " tokenised pairs to " << a.out << "\n";
   return 0;
 }
@@ -168,7 +169,7 @@ int run_synthetic(const CorpusArgs& a) {
   for (const auto& e : examples)
     text +=
         e.pair.source + "\t" + e.pair.target + "\t" + data::format_alignment(e.alignment) + "\n";
-  io::write_file_atomic(a.out, text);
+  write_file_atomic(a.out, text);
   std::cout << "wrote " << examples.size() << " " << a.task << " pairs with gold alignments to "
             << a.out << "\n";
   return 0;

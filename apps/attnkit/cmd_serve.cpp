@@ -24,7 +24,14 @@ Command add_serve_command(CLI::App& parent) {
   app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")->capture_default_str();
   app->add_option("--timeout", o->request_timeout_s, "Seconds before a translation request fails")
       ->capture_default_str();
-  return {app, [o] { return serve::run_server(*o); }, ThreadPolicy::Blas};
+  return {app,
+          [o] {
+            o->on_listening = [](const std::string& url) {
+              std::cout << "listening on " << url << std::endl;
+            };
+            return serve::run_server(*o);
+          },
+          ThreadPolicy::Blas};
 }
 
 Command add_plot_command(CLI::App& parent) {

@@ -1,13 +1,6 @@
 // `attnkit train`: the second note's Seq2Seq with attention on a parallel corpus.
 
 #include <ATen/ATen.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,8 +13,10 @@
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
 #include "attnkit/seq2seq/translator.h"
+#include "attnkit/train/launcher.h"
 #include "attnkit/train/trainer.h"
 #include "commands.h"
+#include "progress.h"
 
 namespace attnkit::cli {
 namespace fs = std::filesystem;
@@ -44,80 +39,16 @@ struct TrainArgs {
   int threads = 0;  // the global --threads, for the workers --nproc spawns
 };
 
-// A port the kernel says is free now (the master binds it a moment later).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw Error("train --nproc: cannot find a free port on 127.0.0.1");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // `--nproc N`: N copies of this command as ranks 0..N-1 on 127.0.0.1, as torchrun would start
-// them. If one fails, the others are stopped and the failure is reported.
+// them, each with its share of the cores. If one fails, the others are stopped.
 int spawn_workers(const TrainArgs& a, const std::vector<std::string>& command_line) {
-  const int port = free_port();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = a.threads > 0 ? a.threads : std::max(1, static_cast<int>(cores) / a.nproc);
-  std::vector<std::string> args = {"/proc/self/exe", "--threads", std::to_string(threads)};
-  for (size_t i = 1; i < command_line.size(); ++i) {
-    const auto& arg = command_line[i];
-    if (arg == "--nproc" || arg == "--threads") {
-      ++i;
-      continue;
-    }
-    if (arg.rfind("--nproc=", 0) == 0 || arg.rfind("--threads=", 0) == 0) continue;
-    args.push_back(arg);
-  }
-  std::vector<pid_t> pids;
-  for (int r = 0; r < a.nproc; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      const std::string kv = *e;
-      const auto name = kv.substr(0, kv.find('='));
-      if (name != "RANK" && name != "WORLD_SIZE" && name != "LOCAL_RANK" && name != "MASTER_ADDR" &&
-          name != "MASTER_PORT")
-        env.push_back(kv);
-    }
-    for (const auto& kv :
-         {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-          "WORLD_SIZE=" + std::to_string(a.nproc), std::string("MASTER_ADDR=127.0.0.1"),
-          "MASTER_PORT=" + std::to_string(port)})
-      env.push_back(kv);
-    std::vector<char*> argv, envp;
-    for (auto& x : args) argv.push_back(x.data());
-    argv.push_back(nullptr);
-    for (auto& x : env) envp.push_back(x.data());
-    envp.push_back(nullptr);
-    pid_t pid;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()) != 0)
-      throw Error("train --nproc: cannot start worker " + std::to_string(r));
-    pids.push_back(pid);
-  }
-  int failed_rank = -1, code = 0;
-  for (size_t done = 0; done < pids.size(); ++done) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    const int rank = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
-    const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (exit_code != 0 && failed_rank < 0) {
-      failed_rank = rank;
-      code = exit_code;
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (static_cast<int>(i) != rank) kill(pids[i], SIGTERM);
-    }
-  }
-  if (failed_rank >= 0) {
-    std::cerr << "train: worker rank " << failed_rank << " failed (exit code " << code
-              << "); the other workers were stopped\n";
-    return 1;
-  }
-  return 0;
+  const auto launched = train::launch_local_workers(a.nproc, threads, command_line);
+  if (launched.failed_rank < 0) return 0;
+  std::cerr << "train: worker rank " << launched.failed_rank << " failed (exit code "
+            << launched.exit_code << "); the other workers were stopped\n";
+  return 1;
 }
 
 std::string bleu_tokenizer_for(const std::string& spec) { return spec == "zh" ? "zh" : "13a"; }
@@ -159,6 +90,123 @@ std::vector<train::Example> encode(const std::vector<data::Pair>& pairs, const d
   return out;
 }
 
+// The corpus's malformed lines, as warnings (the main rank only).
+void warn_about(const data::ReadReport& report) {
+  for (const auto& p : report.problems) std::cerr << "warning: " << p << " (skipped)\n";
+  if (report.skipped > report.problems.size())
+    std::cerr << "warning: " << report.skipped - report.problems.size()
+              << " more malformed lines skipped\n";
+}
+
+struct Corpora {
+  std::vector<data::Pair> train, valid;
+};
+
+Corpora read_corpora(const TrainArgs& a, bool main_rank) {
+  data::TsvOptions tsv;
+  tsv.reverse = a.reverse;
+  tsv.strict = a.strict;
+  data::ReadReport train_report, valid_report;
+  Corpora c;
+  c.train = data::read_tsv(a.train, tsv, &train_report);
+  if (!a.valid.empty()) c.valid = data::read_tsv(a.valid, tsv, &valid_report);
+  if (main_rank) {
+    warn_about(train_report);
+    warn_about(valid_report);
+  }
+  return c;
+}
+
+seq2seq::Seq2SeqOptions model_options(const TrainArgs& a, int64_t source_vocab,
+                                      int64_t target_vocab) {
+  return seq2seq::Seq2SeqOptions(source_vocab, target_vocab)
+      .embed_size(a.embed)
+      .hidden_size(a.hidden)
+      .layers(a.layers)
+      .bidirectional(!a.unidirectional)
+      .dropout(a.dropout)
+      .attention(!a.no_attention)
+      .score(parse_score_kind(a.score))
+      .weighting(parse_weighting_kind(a.weighting))
+      .hard_gradient(parse_hard_gradient(a.hard_gradient))
+      .temperature(a.temperature)
+      .window(a.window)
+      .input_feeding(!a.no_input_feeding)
+      .self_attention_layers(a.self_attention_layers)
+      .self_attention_heads(a.heads);
+}
+
+// The model directory's config and vocabularies, with the tokenizers they name.
+struct Prepared {
+  seq2seq::ModelConfig config;
+  data::Vocab source_vocab, target_vocab;
+  std::unique_ptr<data::Tokenizer> source_tokenizer, target_tokenizer;
+};
+
+// A new run writes config.json and the vocabularies (rank 0 first: the other ranks then read what
+// it wrote when they share its filesystem, or prepare the same deterministic vocabularies on
+// their own disk); a resumed run reads them.
+Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& train_pairs,
+                           train::Distributed* dist) {
+  const auto& dir = a.options.model_dir;
+  const bool main_rank = !dist || dist->is_main();
+  Prepared p;
+  if (dist && !main_rank) dist->barrier();
+  const bool prepare_here =
+      !a.options.resume && (main_rank || !fs::exists(fs::path(dir) / "config.json"));
+  if (!prepare_here) {
+    p.config = seq2seq::load_config(dir);
+    p.source_vocab = data::Vocab::load((fs::path(dir) / "source.vocab").string());
+    p.target_vocab = data::Vocab::load((fs::path(dir) / "target.vocab").string());
+  } else {
+    p.config.source_tokenizer = resolve_tokenizer(a.source_tokenizer, train_pairs, true, a);
+    p.config.target_tokenizer = resolve_tokenizer(a.target_tokenizer, train_pairs, false, a);
+  }
+  p.source_tokenizer = data::make_tokenizer(p.config.source_tokenizer, dir);
+  p.target_tokenizer = data::make_tokenizer(p.config.target_tokenizer, dir);
+  if (prepare_here) {
+    std::vector<std::vector<std::string>> src, tgt;
+    for (const auto& pair : train_pairs) {
+      src.push_back(p.source_tokenizer->tokenize(pair.source));
+      tgt.push_back(p.target_tokenizer->tokenize(pair.target));
+    }
+    p.source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
+    p.target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
+    p.config.model = model_options(a, p.source_vocab.size(), p.target_vocab.size());
+    p.source_vocab.save((fs::path(dir) / "source.vocab").string());
+    p.target_vocab.save((fs::path(dir) / "target.vocab").string());
+    seq2seq::save_config(dir, p.config);
+  }
+  if (dist && main_rank) dist->barrier();
+  return p;
+}
+
+train::TrainData encode_data(const Corpora& c, const Prepared& p, size_t max_len, size_t* dropped) {
+  train::TrainData data;
+  data.train = encode(c.train, *p.source_tokenizer, *p.target_tokenizer, p.source_vocab,
+                      p.target_vocab, max_len, dropped);
+  data.valid = encode(c.valid, *p.source_tokenizer, *p.target_tokenizer, p.source_vocab,
+                      p.target_vocab, max_len, nullptr);
+  for (const auto& pair : c.valid) {
+    data.valid_sources.push_back(pair.source);
+    data.valid_references.push_back(pair.target);
+  }
+  return data;
+}
+
+void print_summary(const TrainArgs& a, const Prepared& p, const train::TrainData& data,
+                   size_t dropped, const train::Distributed* dist) {
+  const auto& m = p.config.model;
+  std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
+            << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
+            << p.source_vocab.size() << " -> " << p.target_vocab.size() << ", attention "
+            << (m.attention() ? to_string(m.score()) + "/" + to_string(m.weighting())
+                              : std::string("off (fixed context)"))
+            << (a.options.resume ? ", resuming" : "")
+            << (dist ? ", " + std::to_string(dist->world_size()) + " ranks" : std::string())
+            << "\n";
+}
+
 int run(TrainArgs a, const std::vector<std::string>& command_line) {
   auto& o = a.options;
   if (o.model_dir.empty()) throw Error("train: --model-dir is required");
@@ -171,96 +219,26 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
     o.distributed = dist.get();
   }
   const bool main_rank = !dist || dist->is_main();
-  o.progress = !a.quiet && main_rank;
-  data::TsvOptions tsv;
-  tsv.reverse = a.reverse;
-  tsv.strict = a.strict;
-  data::ReadReport train_report, valid_report;
-  auto train_pairs = data::read_tsv(a.train, tsv, &train_report);
-  std::vector<data::Pair> valid_pairs;
-  if (!a.valid.empty()) valid_pairs = data::read_tsv(a.valid, tsv, &valid_report);
-  for (const auto* r : {&train_report, &valid_report}) {
-    if (!main_rank) break;
-    for (const auto& p : r->problems) std::cerr << "warning: " << p << " (skipped)\n";
-    if (r->skipped > r->problems.size())
-      std::cerr << "warning: " << r->skipped - r->problems.size()
-                << " more malformed lines skipped\n";
-  }
+
+  const auto corpora = read_corpora(a, main_rank);
   fs::create_directories(o.model_dir);
-
-  seq2seq::ModelConfig config;
-  data::Vocab source_vocab, target_vocab;
-  // Rank 0 prepares the model directory first. The other ranks then read what it wrote when
-  // they share its filesystem, or prepare the same (deterministic) vocabularies on their own disk.
-  if (dist && !main_rank) dist->barrier();
-  const bool prepare_here =
-      !o.resume && (main_rank || !fs::exists(fs::path(o.model_dir) / "config.json"));
-  if (!prepare_here) {
-    config = seq2seq::load_config(o.model_dir);
-    source_vocab = data::Vocab::load((fs::path(o.model_dir) / "source.vocab").string());
-    target_vocab = data::Vocab::load((fs::path(o.model_dir) / "target.vocab").string());
-  } else {
-    config.source_tokenizer = resolve_tokenizer(a.source_tokenizer, train_pairs, true, a);
-    config.target_tokenizer = resolve_tokenizer(a.target_tokenizer, train_pairs, false, a);
-  }
-  auto st = data::make_tokenizer(config.source_tokenizer, o.model_dir);
-  auto tt = data::make_tokenizer(config.target_tokenizer, o.model_dir);
-  if (prepare_here) {
-    std::vector<std::vector<std::string>> src, tgt;
-    for (const auto& p : train_pairs) {
-      src.push_back(st->tokenize(p.source));
-      tgt.push_back(tt->tokenize(p.target));
-    }
-    source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
-    target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
-    config.model = seq2seq::Seq2SeqOptions(source_vocab.size(), target_vocab.size())
-                       .embed_size(a.embed)
-                       .hidden_size(a.hidden)
-                       .layers(a.layers)
-                       .bidirectional(!a.unidirectional)
-                       .dropout(a.dropout)
-                       .attention(!a.no_attention)
-                       .score(parse_score_kind(a.score))
-                       .weighting(parse_weighting_kind(a.weighting))
-                       .hard_gradient(parse_hard_gradient(a.hard_gradient))
-                       .temperature(a.temperature)
-                       .window(a.window)
-                       .input_feeding(!a.no_input_feeding)
-                       .self_attention_layers(a.self_attention_layers)
-                       .self_attention_heads(a.heads);
-    source_vocab.save((fs::path(o.model_dir) / "source.vocab").string());
-    target_vocab.save((fs::path(o.model_dir) / "target.vocab").string());
-    seq2seq::save_config(o.model_dir, config);
-  }
-  if (dist && main_rank) dist->barrier();
-
-  train::TrainData data;
+  const auto prepared = prepare_model_dir(a, corpora.train, dist.get());
   size_t dropped = 0;
-  data.train = encode(train_pairs, *st, *tt, source_vocab, target_vocab, a.max_len, &dropped);
-  data.valid = encode(valid_pairs, *st, *tt, source_vocab, target_vocab, a.max_len, nullptr);
-  for (const auto& p : valid_pairs) {
-    data.valid_sources.push_back(p.source);
-    data.valid_references.push_back(p.target);
-  }
-  o.bleu_tokenize = bleu_tokenizer_for(config.target_tokenizer);
-  if (main_rank)
-    std::cerr << "train: " << data.train.size() << " pairs (" << dropped
-              << " dropped: empty or over " << a.max_len << " tokens), valid: " << data.valid.size()
-              << ", vocab " << source_vocab.size() << " -> " << target_vocab.size()
-              << ", attention "
-              << (config.model.attention()
-                      ? to_string(config.model.score()) + "/" + to_string(config.model.weighting())
-                      : std::string("off (fixed context)"))
-              << (o.resume ? ", resuming" : "")
-              << (dist ? ", " + std::to_string(dist->world_size()) + " ranks" : std::string())
-              << "\n";
+  const auto data = encode_data(corpora, prepared, a.max_len, &dropped);
+  o.bleu_tokenize = bleu_tokenizer_for(prepared.config.target_tokenizer);
+  if (main_rank) print_summary(a, prepared, data, dropped, dist.get());
 
+  TrainProgress progress;
+  if (!a.quiet && main_rank) o.on_event = std::ref(progress);
   at::manual_seed(o.seed);  // initialisation, so the same seed gives the same model
-  seq2seq::Seq2Seq model(config.model);
-  auto result = train::train_model(model, config, source_vocab, target_vocab, data, o);
+  seq2seq::Seq2Seq model(prepared.config.model);
+  const auto result = train::train_model(model, prepared.config, prepared.source_vocab,
+                                         prepared.target_vocab, data, o);
+  progress.finish();
   if (!main_rank) return 0;
-  std::cout << "stopped: " << result.stopped_because << " after " << result.steps << " steps ("
-            << result.epochs_done << " epochs, " << static_cast<int>(result.train_seconds) << " s, "
+  std::cout << "stopped: " << train::to_string(result.stopped_because) << " after " << result.steps
+            << " steps (" << result.epochs_done << " epochs, "
+            << static_cast<int>(result.train_seconds) << " s, "
             << static_cast<int>(result.target_tokens_per_second) << " target tokens/s)\n"
             << "best valid BLEU " << result.best_valid_bleu << ", model in " << o.model_dir << "\n";
   return 0;
@@ -298,10 +276,10 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--dropout", a->dropout)->capture_default_str();
   app->add_flag("--no-attention", a->no_attention,
                 "The baseline: one fixed context C from the encoder");
-  app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
+  app->add_option("--score", a->score, choices(score_kind_names()))->capture_default_str();
+  app->add_option("--weighting", a->weighting, choices(weighting_kind_names()))
       ->capture_default_str();
-  app->add_option("--weighting", a->weighting, "soft | hard | local")->capture_default_str();
-  app->add_option("--hard-gradient", a->hard_gradient, "straight-through | gumbel | reinforce")
+  app->add_option("--hard-gradient", a->hard_gradient, choices(hard_gradient_names()))
       ->capture_default_str();
   app->add_option("--temperature", a->temperature, "Gumbel temperature")->capture_default_str();
   app->add_option("--window", a->window, "Local attention half-width")->capture_default_str();
@@ -336,7 +314,8 @@ Command add_train_command(CLI::App& parent) {
                   "Seconds a rank waits for the others before failing")
       ->capture_default_str();
   CLI::App* root = &parent;
-  return {app, [a, root] {
+  return {app,
+          [a, root] {
             a->threads = root->get_option("--threads")->as<int>();
             return run(*a, command_line());
           },

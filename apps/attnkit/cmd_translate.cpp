@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
@@ -67,7 +68,7 @@ int run(const TranslateArgs& a) {
       const auto base = (std::filesystem::path(a.attention_out) / stem).string();
       viz::render_heatmaps({h}, base + ".png");
       viz::render_heatmaps({h}, base + ".svg");
-      io::write_file_atomic(base + ".json", viz::heatmap_json(h) + "\n");
+      write_file_atomic(base + ".json", viz::heatmap_json(h) + "\n");
     }
     std::fprintf(stderr, "wrote %zu attention heatmaps (.png, .svg, .json) to %s\n", results.size(),
                  a.attention_out.c_str());
@@ -98,7 +99,7 @@ int run(const TranslateArgs& a) {
   if (a.output.empty()) {
     std::cout << out;
   } else {
-    io::write_file_atomic(a.output, out);
+    write_file_atomic(a.output, out);
   }
   return 0;
 }

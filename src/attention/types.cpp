@@ -67,6 +67,10 @@ const std::vector<std::string>& weighting_kind_names() {
   static const auto names = names_of(kWeightings);
   return names;
 }
+const std::vector<std::string>& hard_gradient_names() {
+  static const auto names = names_of(kHardGradients);
+  return names;
+}
 
 bool score_has_parameters(ScoreKind k) { return k != ScoreKind::Dot && k != ScoreKind::ScaledDot; }
 

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
 
@@ -93,7 +94,7 @@ void write_tsv(const std::string& path, const std::vector<Pair>& pairs) {
   std::string out;
   for (const auto& p : pairs)
     out += p.source + "\t" + p.target + (p.extra.empty() ? "" : "\t" + p.extra) + "\n";
-  io::write_file_atomic(path, out);
+  write_file_atomic(path, out);
 }
 
 size_t dedup(std::vector<Pair>& pairs) {

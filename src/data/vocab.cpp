@@ -5,6 +5,7 @@
 #include <map>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
 
@@ -57,7 +58,7 @@ std::vector<int64_t> Vocab::encode(const std::vector<std::string>& tokens) const
 void Vocab::save(const std::string& path) const {
   std::string out;
   for (const auto& t : tokens_) out += t + "\n";
-  io::write_file_atomic(path, out);
+  write_file_atomic(path, out);
 }
 
 Vocab Vocab::load(const std::string& path) {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "unpickler.h"
 
 namespace attnkit::io {
@@ -32,12 +33,6 @@ std::string read_file(const std::string& path) {
   bytes << in.rdbuf();
   if (in.bad()) throw Error(path + ": read error");
   return bytes.str();
-}
-
-std::string first_line(const char* what) {
-  std::string s(what);
-  auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
 PyRef load_object(const std::string& bytes, const std::string& name) {
@@ -145,38 +140,6 @@ TensorDict load_tensor_dict(const std::string& path) {
     out.emplace_back(k->s, v->tensor);
   }
   return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw Error(path + ": cannot create a temporary file (" + std::strerror(errno) + ")");
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(path + ": write failed (" + why + ")");
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": write failed (" + why + ")");
-  }
-  // mkstemp creates 0600; give the file the permissions a normal create would.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::chmod(tmp.c_str(), 0666 & ~mask);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": cannot rename the temporary file into place (" + why + ")");
-  }
 }
 
 void save_tensor_dict(const std::string& path, const TensorDict& tensors) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/kernels/one_part.h"
@@ -46,7 +47,7 @@ void save_config(const std::string& dir, const ModelConfig& c) {
               {"input_feeding", m.input_feeding()},
               {"self_attention_layers", m.self_attention_layers()},
               {"self_attention_heads", m.self_attention_heads()}}}};
-  io::write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
+  write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
 }
 
 ModelConfig load_config(const std::string& dir) {
@@ -90,9 +91,7 @@ ModelConfig load_config(const std::string& dir) {
 void save_weights(Seq2Seq& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
   model->save(archive);
-  const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot write the weights");
+  write_atomically(path, "the weights", [&](const std::string& tmp) { archive.save_to(tmp); });
 }
 
 void load_weights(Seq2Seq& model, const std::string& path) {
@@ -102,9 +101,8 @@ void load_weights(Seq2Seq& model, const std::string& path) {
     archive.load_from(path);
     model->load(archive);
   } catch (const c10::Error& e) {
-    std::string what = e.what_without_backtrace();
     throw Error(path + ": cannot load the weights into the configured model (" +
-                what.substr(0, what.find('\n')) + ")");
+                first_line(e.what_without_backtrace()) + ")");
   }
 }
 

@@ -3,13 +3,15 @@
 #include <ATen/ATen.h>
 #include <httplib.h>
 
-#include <csignal>
-#include <iostream>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "attnkit/attention/functional.h"
+#include "attnkit/attention/types.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/signals.h"
 #include "attnkit/data/text.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/version.h"
@@ -21,11 +23,6 @@ namespace attnkit::serve {
 namespace {
 
 using nlohmann::json;
-
-httplib::Server* g_server = nullptr;
-void on_signal(int) {
-  if (g_server) g_server->stop();
-}
 
 // A request problem: becomes a 4xx reply with this message.
 struct BadRequest {
@@ -75,8 +72,8 @@ json attend(const json& body) {
   const std::string score = body.value("score", mechanism == "self" ? "scaled-dot" : "dot");
   if (mechanism != "soft" && mechanism != "hard" && mechanism != "self")
     throw BadRequest{400, "mechanism must be soft, hard or self"};
-  if (score != "dot" && score != "scaled-dot")
-    throw BadRequest{400, "score must be dot or scaled-dot"};
+  if (score_has_parameters(parse_score_kind(score)))
+    throw BadRequest{400, "score must be one without parameters: dot or scaled-dot"};
   constexpr size_t kMax = 4096;
   at::Tensor q, k, v;
   if (mechanism == "self") {
@@ -105,6 +102,99 @@ json attend(const json& body) {
           {"output", viz::rounded_rows(output[0])}};
 }
 
+// Turns a handler's exceptions into JSON error replies: 4xx for the request's faults, 500 for ours.
+template <typename Handler>
+httplib::Server::Handler guarded(Handler handler) {
+  return [handler](const httplib::Request& req, httplib::Response& res) {
+    try {
+      handler(req, res);
+    } catch (const BadRequest& e) {
+      reply(res, e.status, {{"error", e.message}});
+    } catch (const Error& e) {
+      reply(res, 400, {{"error", e.what()}});
+    } catch (const c10::Error& e) {
+      reply(res, 400, {{"error", e.what_without_backtrace()}});
+    } catch (const std::exception& e) {
+      reply(res, 500, {{"error", e.what()}});
+    }
+  };
+}
+
+// POST /api/translate: {"text", "beam"} -> the translation, its tokens, attention and score.
+json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
+  if (!body.contains("text") || !body["text"].is_string())
+    throw BadRequest{400, "'text' must be a string"};
+  const std::string text = body["text"];
+  if (text.size() > o.max_text_bytes)
+    throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
+                              std::to_string(o.max_text_bytes)};
+  if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
+  const int beam = body.value("beam", 5);
+  if (beam < 1 || beam > o.max_beam)
+    throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
+  auto future = batcher.submit(text, beam);
+  if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
+      std::future_status::ready)
+    throw BadRequest{503, "the translation took too long"};
+  const auto t = future.get();
+  return {{"translation", t.text},
+          {"source_tokens", t.source_tokens},
+          {"target_tokens", t.target_tokens},
+          {"attention", viz::rounded_rows(t.attention)},
+          {"score", t.score}};
+}
+
+void add_page(httplib::Server& server) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(web::kIndexHtml, "text/html; charset=utf-8");
+  });
+  server.Get("/app.js", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(web::kAppJs, "application/javascript; charset=utf-8");
+  });
+  server.Get("/style.css", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(web::kStyleCss, "text/css; charset=utf-8");
+  });
+}
+
+// The API; `batcher` is null without a model.
+void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher) {
+  server.Get("/healthz", [&o, batcher](const httplib::Request&, httplib::Response& res) {
+    json health = {{"status", "ok"}, {"version", kVersion}, {"model", !o.model_dir.empty()}};
+    if (batcher) {
+      health["decoder_calls"] = batcher->batches_run();
+      health["sentences"] = batcher->sentences_run();
+    }
+    reply(res, 200, health);
+  });
+  server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
+                reply(res, 200, attend(parse_body(req)));
+              }));
+  server.Post("/api/translate",
+              guarded([&o, batcher](const httplib::Request& req, httplib::Response& res) {
+                if (!batcher)
+                  throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
+                reply(res, 200, translate(parse_body(req), *batcher, o));
+              }));
+  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
+  });
+}
+
+// Binds o.host:o.port (any free port for 0); returns the port.
+int bind(httplib::Server& server, const ServerOptions& o) {
+  const int port = o.port == 0 ? server.bind_to_any_port(o.host)
+                               : (server.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0)
+    throw Error("serve: cannot listen on " + o.host +
+                (o.port ? ":" + std::to_string(o.port) : std::string()));
+  return port;
+}
+
+httplib::Server* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
 }  // namespace
 
 int run_server(const ServerOptions& o) {
@@ -121,85 +211,13 @@ int run_server(const ServerOptions& o) {
   server.set_payload_max_length(o.max_body_bytes);
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
+  add_page(server);
+  add_api(server, o, batcher.get());
+  const int port = bind(server, o);
 
-  auto guarded = [](auto handler) {
-    return [handler](const httplib::Request& req, httplib::Response& res) {
-      try {
-        handler(req, res);
-      } catch (const BadRequest& e) {
-        reply(res, e.status, {{"error", e.message}});
-      } catch (const Error& e) {
-        reply(res, 400, {{"error", e.what()}});
-      } catch (const c10::Error& e) {
-        reply(res, 400, {{"error", e.what_without_backtrace()}});
-      } catch (const std::exception& e) {
-        reply(res, 500, {{"error", e.what()}});
-      }
-    };
-  };
-
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kIndexHtml, "text/html; charset=utf-8");
-  });
-  server.Get("/app.js", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kAppJs, "application/javascript; charset=utf-8");
-  });
-  server.Get("/style.css", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kStyleCss, "text/css; charset=utf-8");
-  });
-  server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
-    json health = {{"status", "ok"}, {"version", kVersion}, {"model", !o.model_dir.empty()}};
-    if (batcher) {
-      health["decoder_calls"] = batcher->batches_run();
-      health["sentences"] = batcher->sentences_run();
-    }
-    reply(res, 200, health);
-  });
-  server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
-                reply(res, 200, attend(parse_body(req)));
-              }));
-  server.Post("/api/translate", guarded([&](const httplib::Request& req, httplib::Response& res) {
-                if (!batcher)
-                  throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
-                const auto body = parse_body(req);
-                if (!body.contains("text") || !body["text"].is_string())
-                  throw BadRequest{400, "'text' must be a string"};
-                const std::string text = body["text"];
-                if (text.size() > o.max_text_bytes)
-                  throw BadRequest{413, "text is " + std::to_string(text.size()) +
-                                            " bytes; the limit is " +
-                                            std::to_string(o.max_text_bytes)};
-                if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
-                const int beam = body.value("beam", 5);
-                if (beam < 1 || beam > o.max_beam)
-                  throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
-                auto future = batcher->submit(text, beam);
-                if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
-                    std::future_status::ready)
-                  throw BadRequest{503, "the translation took too long"};
-                const auto t = future.get();
-                reply(res, 200,
-                      {{"translation", t.text},
-                       {"source_tokens", t.source_tokens},
-                       {"target_tokens", t.target_tokens},
-                       {"attention", viz::rounded_rows(t.attention)},
-                       {"score", t.score}});
-              }));
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
-  });
-
-  int port = o.port;
-  if (port == 0) {
-    port = server.bind_to_any_port(o.host);
-  } else if (!server.bind_to_port(o.host, port)) {
-    throw Error("serve: cannot listen on " + o.host + ":" + std::to_string(port));
-  }
-  if (port < 0) throw Error("serve: cannot listen on " + o.host);
   g_server = &server;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  std::cout << "listening on http://" << o.host << ":" << port << "/" << std::endl;
+  SignalGuard stop_on({SIGINT, SIGTERM}, on_signal);
+  if (o.on_listening) o.on_listening("http://" + o.host + ":" + std::to_string(port) + "/");
   server.listen_after_bind();
   g_server = nullptr;
   return 0;

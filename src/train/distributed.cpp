@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 
 namespace attnkit::train {
 namespace {
@@ -45,7 +46,7 @@ struct Distributed::Impl {
                   std::to_string(o.world_size - 1) +
                   " rank(s) failed (a worker died, hung for more than " +
                   std::to_string(static_cast<int>(o.timeout_s)) +
-                  " s, or the network broke): " + message.substr(0, message.find('\n')));
+                  " s, or the network broke): " + first_line(message));
     }
   }
 };

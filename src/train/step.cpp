@@ -36,6 +36,26 @@ at::Tensor projected_loss(const at::Tensor& features, const at::Tensor& weight,
   return per_token.sum() / (target != data::Vocab::kPad).sum().clamp_min(1);
 }
 
+at::Tensor reinforce_objective(const at::Tensor& loss, const at::Tensor& logits,
+                               const at::Tensor& target, const at::Tensor& log_prob,
+                               const at::Tensor& entropy, double entropy_bonus,
+                               ReinforceBaseline& baseline) {
+  auto mask = (target != data::Vocab::kPad).to(at::kFloat);  // [B, T]
+  auto nll =
+      -at::log_softmax(logits.detach(), -1).gather(-1, target.unsqueeze(-1)).squeeze(-1);  // [B, T]
+  auto reward = -(nll * mask).sum(1) / mask.sum(1).clamp_min(1);                           // [B]
+  const double mean_reward = reward.mean().item<double>();
+  if (!baseline.set) {
+    baseline.value = mean_reward;
+    baseline.set = true;
+  }
+  auto advantage = (reward - baseline.value).unsqueeze(1);  // [B, 1]
+  const double tokens = mask.sum().item<double>();
+  baseline.value = baseline.momentum * baseline.value + (1 - baseline.momentum) * mean_reward;
+  return loss - (advantage * log_prob * mask).sum() / tokens -
+         entropy_bonus * (entropy * mask).sum() / tokens;
+}
+
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
   double squares = 0;
   std::vector<at::Tensor> grads;

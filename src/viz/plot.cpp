@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 
 namespace attnkit::viz {
 namespace {
@@ -49,7 +50,7 @@ struct Surface {
 std::unique_ptr<Surface> open_surface(const std::string& path, double width, double height) {
   auto s = std::make_unique<Surface>();
   s->final_path = path;
-  s->tmp_path = path + ".tmp";
+  s->tmp_path = path + ".tmp";  // the temporary that write_atomically renames in finish()
   const auto dot = path.rfind('.');
   const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
   if (ext == ".svg") {
@@ -71,20 +72,15 @@ std::unique_ptr<Surface> open_surface(const std::string& path, double width, dou
   return s;
 }
 
+// The picture into its file: a PNG is written out now, an SVG surface has been writing into the
+// temporary since open_surface and is finished here.
 void finish(Surface& s) {
-  cairo_status_t status;
-  if (s.png) {
-    status = cairo_surface_write_to_png(s.surface, s.tmp_path.c_str());
-  } else {
-    cairo_surface_finish(s.surface);
-    status = cairo_surface_status(s.surface);
-  }
-  if (status != CAIRO_STATUS_SUCCESS ||
-      std::rename(s.tmp_path.c_str(), s.final_path.c_str()) != 0) {
-    std::remove(s.tmp_path.c_str());
-    throw Error(s.final_path + ": cannot write the picture (" + cairo_status_to_string(status) +
-                ")");
-  }
+  write_atomically(s.final_path, "the picture", [&](const std::string& tmp) {
+    const cairo_status_t status =
+        s.png ? cairo_surface_write_to_png(s.surface, tmp.c_str())
+              : (cairo_surface_finish(s.surface), cairo_surface_status(s.surface));
+    if (status != CAIRO_STATUS_SUCCESS) throw Error(cairo_status_to_string(status));
+  });
 }
 
 double text_width(cairo_t* cr, const std::string& text, double size) {

@@ -40,6 +40,7 @@ WeightingKind parse_weighting_kind(const std::string& name);
 HardGradient parse_hard_gradient(const std::string& name);
 const std::vector<std::string>& score_kind_names();
 const std::vector<std::string>& weighting_kind_names();
+const std::vector<std::string>& hard_gradient_names();
 
 // Whether the score has parameters (and so needs a state_dict or an initialisation).
 bool score_has_parameters(ScoreKind k);

@@ -36,9 +36,6 @@ TensorDict load_tensor_dict(const std::string& path);
 // half-written file or destroys an existing one.
 void save_tensor_dict(const std::string& path, const TensorDict& tensors);
 
-// Writes bytes to `path` through a temporary file and a rename.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
 // Looks a name up in a TensorDict; throws attnkit::Error naming `what` when absent.
 const at::Tensor& find(const TensorDict& dict, const std::string& key, const std::string& what);
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 // `attnkit serve`: the translation API, the mechanism playground and the web page, on
@@ -18,9 +19,12 @@ struct ServerOptions {
   size_t max_batch = 32;       // sentences per decoder call
   double batch_window_ms = 5;  // how long the batcher waits for company
   double request_timeout_s = 30;
+  // Called with the server's address ("http://host:port/") once it listens (optional).
+  std::function<void(const std::string& url)> on_listening;
 };
 
-// Blocks until the process is signalled (SIGINT/SIGTERM). Prints "listening on http://host:port".
+// Blocks until the process is signalled (SIGINT/SIGTERM; the previous handlers are restored on
+// return).
 int run_server(const ServerOptions& options);
 
 }  // namespace attnkit::serve

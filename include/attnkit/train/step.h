@@ -28,6 +28,24 @@ at::Tensor projected_loss(const at::Tensor& features, const at::Tensor& weight,
                           const at::Tensor& bias, const at::Tensor& target, double label_smoothing,
                           bool fused = true);
 
+// REINFORCE's moving-average reward baseline (Xu et al. 2015), carried across steps and
+// checkpoints.
+struct ReinforceBaseline {
+  double value = 0;
+  bool set = false;  // false until the first batch's mean reward initialises it
+  double momentum = 0.9;
+};
+
+// The objective of hard attention trained with REINFORCE: `loss` minus the advantage-weighted
+// log-probabilities of the sampled attention keys, minus an entropy bonus. The reward of a
+// sentence is minus its mean token NLL under `logits` [B, T, V] for `target` [B, T] (padding
+// excluded); the advantage is the reward minus `baseline`, which then moves towards the batch's
+// mean reward. log_prob and entropy [B, T] are the decoder's (StepOutput).
+at::Tensor reinforce_objective(const at::Tensor& loss, const at::Tensor& logits,
+                               const at::Tensor& target, const at::Tensor& log_prob,
+                               const at::Tensor& entropy, double entropy_bonus,
+                               ReinforceBaseline& baseline);
+
 // Scales all gradients by min(1, max_norm / their global L2 norm), as
 // torch::nn::utils::clip_grad_norm_ does, in place and without its per-parameter dtype round
 // trips; returns the norm before clipping.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,9 +10,28 @@
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/batching.h"
 #include "attnkit/train/distributed.h"
-#include "attnkit/train/step.h"
+#include "attnkit/train/trainable.h"
+#include "attnkit/train/validator.h"
 
 namespace attnkit::train {
+
+// What the loop reports while it runs; the caller decides what to show (apps/attnkit draws a
+// progress bar). Only the main rank reports.
+struct TrainEvent {
+  enum class Kind {
+    Step,      // after every optimizer step
+    EpochEnd,  // after an epoch's validation
+    Stopped,   // validation of a run cut short mid-epoch (time limit, Ctrl-C)
+  };
+  Kind kind = Kind::Step;
+  int64_t epoch = 0, epochs = 0;  // the current epoch (0-based) and the planned count
+  size_t batch = 0, batches = 0;  // the batch just done (0-based) and the epoch's count
+  int64_t step = 0;
+  double loss = 0;               // this step's loss, or the epoch's mean training loss
+  double tokens_per_second = 0;  // target tokens, this epoch so far
+  double eta_seconds = 0;        // to the end of the epoch
+  Validation validation;         // EpochEnd and Stopped
+};
 
 struct TrainOptions {
   std::string model_dir;
@@ -32,11 +52,11 @@ struct TrainOptions {
   double entropy_bonus = 0.01;     // REINFORCE hard attention only
   double baseline_momentum = 0.9;  // REINFORCE moving-average baseline
   int64_t checkpoint_every = 500;  // steps; a checkpoint is also written every epoch and on stop
-  bool progress = true;            // a progress bar on stderr
   bool resume = false;             // continue from model_dir/checkpoint.pt
   // Data-parallel training: each rank takes its shard of every global batch, gradients are
   // summed across ranks, and rank 0 validates, logs and checkpoints. Null: one process.
   Distributed* distributed = nullptr;
+  std::function<void(const TrainEvent&)> on_event;  // optional
 };
 
 struct TrainData {
@@ -44,19 +64,31 @@ struct TrainData {
   std::vector<std::string> valid_sources, valid_references;  // raw text, for validation BLEU
 };
 
+enum class StopReason {
+  Epochs,         // every planned epoch ran
+  EarlyStopping,  // validation stopped improving
+  TimeLimit,
+  MaxSteps,
+  Interrupted,           // SIGINT
+  StoppedByAnotherRank,  // another rank hit one of the above first
+};
+const char* to_string(StopReason reason);
+
 struct TrainResult {
   int64_t steps = 0, epochs_done = 0;
   double best_valid_bleu = -1, best_valid_loss = 0, last_train_loss = 0;
   double train_seconds = 0, target_tokens_per_second = 0;
-  std::string
-      stopped_because;  // "epochs", "early stopping", "time limit", "max steps", "interrupted"
+  StopReason stopped_because = StopReason::Epochs;
 };
 
 // Trains `model` (Adam, clipping, label smoothing, teacher forcing, plateau decay, early
 // stopping) and writes into options.model_dir (rank 0 only, when distributed): model.pt (best by
 // validation BLEU, then loss), checkpoint.pt (model, optimizer, RNG and data position: a resumed
 // run continues exactly), and metrics.jsonl. config.json and the vocabularies are the caller's to
-// write.
+// write. Ctrl-C stops it at the next batch, checkpointed.
+TrainResult train_model(Trainable& model, const TrainData& data, const TrainOptions& options);
+
+// The GRU encoder-decoder through Seq2SeqTrainable.
 TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& config,
                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
                         const TrainData& data, const TrainOptions& options);

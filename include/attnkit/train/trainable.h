@@ -1,0 +1,53 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "attnkit/train/batching.h"
+#include "attnkit/train/step.h"
+
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
+
+// What the training loop (train/trainer.h) needs of a model, and nothing of its architecture:
+// the loop calls these, so another model (the Transformer) plugs into the same loop by
+// implementing them. train/seq2seq_trainable.h is the GRU encoder-decoder's.
+namespace attnkit::train {
+
+struct LossOptions {
+  double label_smoothing = 0.1;
+  double teacher_forcing = 1.0;  // chance of feeding the gold token
+  double entropy_bonus = 0.01;   // REINFORCE hard attention only
+};
+
+struct BatchLoss {
+  at::Tensor loss;       // scalar: the mean token loss, for the log
+  at::Tensor objective;  // scalar: what to differentiate (the loss, or with REINFORCE's terms)
+};
+
+class Trainable {
+ public:
+  virtual ~Trainable() = default;
+  virtual std::vector<at::Tensor> parameters() = 0;
+  // Training mode (dropout) on or off.
+  virtual void set_training(bool training) = 0;
+  // The forward pass and loss of one training batch. `baseline` is the REINFORCE state the loop
+  // keeps (and checkpoints) for models that sample.
+  virtual BatchLoss loss(const Batch& batch, const LossOptions& options,
+                         ReinforceBaseline& baseline) = 0;
+  // The mean token cross-entropy of a batch, without label smoothing or gradients.
+  virtual double validation_loss(const Batch& batch) = 0;
+  // Greedy translations of raw source sentences, for validation BLEU.
+  virtual std::vector<std::string> translate(const std::vector<std::string>& sources) = 0;
+  // The weights alone, in the model directory's format (model.pt).
+  virtual void save_weights(const std::string& path) = 0;
+  // The weights into and out of a training checkpoint.
+  virtual void save(torch::serialize::OutputArchive& archive) = 0;
+  virtual void load(torch::serialize::InputArchive& archive) = 0;
+};
+
+}  // namespace attnkit::train

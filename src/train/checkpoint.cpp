@@ -1,0 +1,79 @@
+#include "attnkit/train/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <filesystem>
+
+#include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
+
+namespace attnkit::train {
+namespace fs = std::filesystem;
+
+void save_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,
+                     const Position& p) {
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  model.save(model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("position", at::tensor({p.epoch, p.batch, p.step, p.bad_epochs, p.bad_lr_epochs,
+                                        static_cast<int64_t>(p.baseline.set)}));
+  archive.write("metrics",
+                at::tensor({p.best_bleu, p.best_loss, p.lr, p.baseline.value}, at::kDouble));
+  write_atomically(path, "the checkpoint", [&](const std::string& tmp) { archive.save_to(tmp); });
+}
+
+Position load_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,
+                         Position p) {
+  if (!fs::exists(path)) throw Error(path + ": no checkpoint to resume from");
+  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  at::Tensor rng, position, metrics;
+  try {
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    archive.read("optimizer", optimizer_archive);
+    model.load(model_archive);
+    optimizer.load(optimizer_archive);
+    archive.read("rng", rng);
+    archive.read("position", position);
+    archive.read("metrics", metrics);
+  } catch (const c10::Error& e) {
+    throw Error(path + ": cannot resume (" + first_line(e.what_without_backtrace()) + ")");
+  }
+  auto generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(rng);
+  auto pos = position.accessor<int64_t, 1>();
+  auto met = metrics.accessor<double, 1>();
+  p.epoch = pos[0];
+  p.batch = pos[1];
+  p.step = pos[2];
+  p.bad_epochs = pos[3];
+  p.bad_lr_epochs = pos[4];
+  p.baseline.set = pos[5] != 0;
+  p.best_bleu = met[0];
+  p.best_loss = met[1];
+  p.lr = met[2];
+  p.baseline.value = met[3];
+  return p;
+}
+
+void load_checkpoint_weights(Trainable& model, const std::string& path) {
+  if (!fs::exists(path)) throw Error(path + ": no such checkpoint");
+  try {
+    torch::serialize::InputArchive archive, model_archive;
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    model.load(model_archive);
+  } catch (const c10::Error& e) {
+    throw Error(path + ": cannot read the weights (" + first_line(e.what_without_backtrace()) +
+                ")");
+  }
+}
+
+}  // namespace attnkit::train
