@@ -1,6 +1,6 @@
 """PyTorch reference implementations of attnkit's mechanisms.
 
-Written the straightforward way (the seeds' concat-then-Linear, explicit masks), so they serve
+Written the straightforward way (the notes' concat-then-Linear, explicit masks), so they serve
 as the ground truth for the golden fixtures (scripts/make_golden.py) and as the PyTorch side of
 the benchmarks (bench/compare_pytorch.py). Module and parameter names mirror attnkit's, so a
 state_dict saved from these loads into the C++ modules unchanged.
@@ -15,16 +15,16 @@ SCORES = ["concat", "additive", "bahdanau", "scaled-dot", "dot", "general"]
 WEIGHTINGS = ["soft", "hard", "gumbel", "local"]
 
 
-# ---- the seeds' code (course note 1), verbatim but for the prints ----
+# ---- the notes' code (course note 1), verbatim but for the prints ----
 
-def seed_soft_attention(Q, K, V):
+def notes_soft_attention(Q, K, V):
     scores = torch.matmul(Q, K.T)
     weights = F.softmax(scores, dim=-1)
     output = torch.matmul(weights, V)
     return output, weights
 
 
-def seed_hard_attention(Q, K, V):
+def notes_hard_attention(Q, K, V):
     scores = torch.matmul(Q, K.T)
     max_idx = torch.argmax(scores, dim=-1)
     weights = F.one_hot(max_idx, num_classes=K.size(0)).float()
@@ -32,7 +32,7 @@ def seed_hard_attention(Q, K, V):
     return output, weights
 
 
-def seed_self_attention(X):
+def notes_self_attention(X):
     Q = K = V = X
     scores = torch.matmul(Q, K.T)
     weights = F.softmax(scores / (K.size(-1) ** 0.5), dim=-1)
@@ -40,7 +40,7 @@ def seed_self_attention(X):
     return output, weights
 
 
-# ---- the seed's MyAttn (course note 2), verbatim but for the prints ----
+# ---- the notes' MyAttn (course note 2), verbatim but for the prints ----
 
 class MyAttn(nn.Module):
     def __init__(self, q_size, k_size, c_size, output_size):
@@ -66,7 +66,7 @@ class MyAttn(nn.Module):
 
 
 class MyAttnFixed(MyAttn):
-    """The documented intent: qc_linear maps to output_size (the seed's code uses c_size)."""
+    """The documented intent: qc_linear maps to output_size (the notes' code uses c_size)."""
 
     def __init__(self, q_size, k_size, c_size, output_size):
         super().__init__(q_size, k_size, c_size, output_size)
@@ -76,7 +76,7 @@ class MyAttnFixed(MyAttn):
 # ---- scores: [B, Tq, Dq] x [B, Tk, Dk] -> [B, Tq, Tk] ----
 
 def pairs(q, k):
-    """[B, Tq, Tk, Dq + Dk]: every query concatenated with every key (the seed's expand + cat)."""
+    """[B, Tq, Tk, Dq + Dk]: every query concatenated with every key (the notes' expand + cat)."""
     B, Tq, Dq = q.shape
     Tk, Dk = k.shape[1], k.shape[2]
     return torch.cat([q.unsqueeze(2).expand(B, Tq, Tk, Dq), k.unsqueeze(1).expand(B, Tq, Tk, Dk)], -1)

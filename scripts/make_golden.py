@@ -109,15 +109,15 @@ def self_attention_cases():
                       lambda: module(x, mask))
 
 
-def seed_cases():
+def notes_cases():
     Q = torch.tensor([[1.0, 0.0, 0.0]])
     K = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     V = K.clone()
     X = K.clone()
     fixtures = collections.OrderedDict(Q=Q, K=K, V=V, X=X)
-    for name, fn in [("soft", lambda: ref.seed_soft_attention(Q, K, V)),
-                     ("hard", lambda: ref.seed_hard_attention(Q, K, V)),
-                     ("self", lambda: ref.seed_self_attention(X))]:
+    for name, fn in [("soft", lambda: ref.notes_soft_attention(Q, K, V)),
+                     ("hard", lambda: ref.notes_hard_attention(Q, K, V)),
+                     ("self", lambda: ref.notes_self_attention(X))]:
         output, weights = fn()
         fixtures[name + ".output"], fixtures[name + ".weights"] = output, weights
 
@@ -125,7 +125,7 @@ def seed_cases():
     for name, cls, out_size in [("myattn", ref.MyAttn, 8), ("myattn_out5", ref.MyAttnFixed, 5)]:
         torch.manual_seed(0)
         model = cls(q_size=8, k_size=8, c_size=8, output_size=out_size)
-        torch.save(model.state_dict(), os.path.join(OUT, f"seed_{name}_state.pt"))
+        torch.save(model.state_dict(), os.path.join(OUT, f"notes_{name}_state.pt"))
         q, k, v = torch.randn(2, 1, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
         fixtures.update(with_grads(name + "/", model, collections.OrderedDict(q=q, k=k, v=v),
                                    lambda: model(q, k, v)))
@@ -135,7 +135,7 @@ def seed_cases():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, make in [("attention_cases", attention_cases), ("multihead", multihead_cases),
-                       ("self_attention", self_attention_cases), ("seed", seed_cases)]:
+                       ("self_attention", self_attention_cases), ("notes", notes_cases)]:
         fixtures = make()
         torch.save(dict(fixtures), os.path.join(OUT, name + ".pt"))
         print(f"{name}.pt: {len(fixtures)} tensors")

@@ -5,7 +5,7 @@
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/functional.h"
-#include "attnkit/attention/seed.h"
+#include "attnkit/attention/notes.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/error.h"
 #include "attnkit/io/state_dict.h"
@@ -94,19 +94,19 @@ TEST(ShapeErrors, MultiheadEmbedMustDivide) {
 }
 
 TEST(StateDictErrors, WrongShapeNamesKeyAndBothShapes) {
-  AttentionCombine wrong(AttentionCombineOptions(8, 8, 8, 5));  // the seed's file has 8 outputs
+  AttentionCombine wrong(AttentionCombineOptions(8, 8, 8, 5));  // the notes' file has 8 outputs
   io::LoadStateDictOptions options;
-  options.renames = seed_attn_renames();
-  options.source = "seed_myattn_state.pt";
-  auto state = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
+  options.renames = notes_attn_renames();
+  options.source = "notes_myattn_state.pt";
+  auto state = io::load_tensor_dict(testing::golden_path("notes_myattn_state.pt"));
   EXPECT_TRUE(throws_with([&] { io::load_state_dict(*wrong, state, options); },
-                          {"seed_myattn_state.pt", "qc_linear.weight", "[8, 16]", "[5, 16]"}));
+                          {"notes_myattn_state.pt", "qc_linear.weight", "[8, 16]", "[5, 16]"}));
 }
 
 TEST(StateDictErrors, MissingAndUnexpectedKeysAreNamed) {
   AttentionCombine attn(AttentionCombineOptions(8, 8, 8, 8));
-  auto state = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
-  // Without the seed renames, qk_linear.* is unexpected and the module's score is missing.
+  auto state = io::load_tensor_dict(testing::golden_path("notes_myattn_state.pt"));
+  // Without the notes' renames, qk_linear.* is unexpected and the module's score is missing.
   EXPECT_TRUE(throws_with([&] { io::load_state_dict(*attn, state); },
                           {"unexpected key 'qk_linear.weight'",
                            "missing key 'attention.score.linear.weight'", "[1, 16]"}));
@@ -115,9 +115,9 @@ TEST(StateDictErrors, MissingAndUnexpectedKeysAreNamed) {
 TEST(StateDictErrors, NothingIsCopiedWhenLoadingFails) {
   AttentionCombine attn(AttentionCombineOptions(8, 8, 8, 5));
   auto before = attn->qc_linear->bias.clone();
-  auto state = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
+  auto state = io::load_tensor_dict(testing::golden_path("notes_myattn_state.pt"));
   io::LoadStateDictOptions options;
-  options.renames = seed_attn_renames();
+  options.renames = notes_attn_renames();
   EXPECT_THROW(io::load_state_dict(*attn, state, options), Error);
   EXPECT_TRUE(attn->qc_linear->bias.equal(before));
 }

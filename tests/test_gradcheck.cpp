@@ -8,8 +8,8 @@
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/attention/notes.h"
 #include "attnkit/attention/score.h"
-#include "attnkit/attention/seed.h"
 #include "attnkit/attention/self_attention.h"
 
 #include "testing.h"

@@ -26,7 +26,7 @@ std::string read_bytes(const std::string& path) {
 }
 
 TEST(PtFile, ReadsAnOrderedDictStateDictInOrder) {
-  auto sd = io::load_tensor_dict(testing::golden_path("seed_myattn_state.pt"));
+  auto sd = io::load_tensor_dict(testing::golden_path("notes_myattn_state.pt"));
   ASSERT_EQ(sd.size(), 4u);
   EXPECT_EQ(sd[0].first, "qk_linear.weight");
   EXPECT_EQ(sd[1].first, "qk_linear.bias");
@@ -69,7 +69,7 @@ TEST(PtFile, SavingIntoAMissingDirectoryIsAClearError) {
 
 TEST(PtFile, WrongContentTypeIsNamed) {
   try {
-    io::load_tensor(testing::golden_path("seed_myattn_state.pt"));
+    io::load_tensor(testing::golden_path("notes_myattn_state.pt"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected a tensor"), std::string::npos) << e.what();
@@ -99,7 +99,7 @@ TEST(PtFile, NotAZipOrLegacyFormatIsNamed) {
 
 // Every truncation of a real file is an attnkit::Error naming the file, never a crash.
 TEST(PtFile, TruncatedFilesAreClearErrors) {
-  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  const auto bytes = read_bytes(testing::golden_path("notes_myattn_state.pt"));
   ASSERT_GT(bytes.size(), 1000u);
   for (size_t n = 0; n < bytes.size(); n += 37) {
     try {
@@ -114,7 +114,7 @@ TEST(PtFile, TruncatedFilesAreClearErrors) {
 // Random corruption either still loads (a flipped byte in tensor data is just a different
 // number) or is an attnkit::Error; any other exception or a crash fails the test.
 TEST(PtFile, CorruptFilesNeverCrash) {
-  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  const auto bytes = read_bytes(testing::golden_path("notes_myattn_state.pt"));
   std::mt19937 rng(42);
   int errors = 0;
   for (int trial = 0; trial < 400; ++trial) {
@@ -132,7 +132,7 @@ TEST(PtFile, CorruptFilesNeverCrash) {
 
 // The pickle itself, damaged: stored uncompressed in the zip, so flips reach the unpickler.
 TEST(PtFile, CorruptPickleOpcodesAreClearErrors) {
-  const auto bytes = read_bytes(testing::golden_path("seed_myattn_state.pt"));
+  const auto bytes = read_bytes(testing::golden_path("notes_myattn_state.pt"));
   const auto start = bytes.find("\x80\x02");  // PROTO 2: the start of data.pkl
   ASSERT_NE(start, std::string::npos);
   int errors = 0;

@@ -8,13 +8,13 @@
 #include <memory>
 #include <string>
 
-#include "attnkit/core/files.h"
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/combine.h"
 #include "attnkit/attention/mask.h"
-#include "attnkit/attention/seed.h"
+#include "attnkit/attention/notes.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/viz/plot.h"
@@ -52,11 +52,11 @@ void write_plots(const std::string& prefix, const std::vector<viz::Heatmap>& pan
   std::cout << "wrote " << prefix << ".png, .svg and .json\n";
 }
 
-// The seeds' examples: Q = [1, 0, 0], K = V = X = I3, and the Attn module on [2,1,8] x [2,5,8].
-int run_seed_examples(const std::string& plot) {
+// The notes' examples: Q = [1, 0, 0], K = V = X = I3, and the Attn module on [2,1,8] x [2,5,8].
+int run_notes_examples(const std::string& plot) {
   auto q = at::tensor({1.0f, 0.0f, 0.0f}).reshape({1, 3});
   auto eye = at::eye(3);
-  std::cout << "attnkit attend: the seeds' worked examples\n"
+  std::cout << "attnkit attend: the notes' worked examples\n"
             << "Q = [[1, 0, 0]], K = V = X = I3\n\n";
   auto [soft_out, soft_w] = soft_attention(q, eye, eye);
   std::cout << "soft attention   softmax(Q K^T) V\n  weights " << format_tensor(soft_w)
@@ -139,8 +139,8 @@ int64_t rows_of(const std::string& state_dict, const std::string& key) {
 }
 
 int run(AttendArgs a) {
-  if (a.mode.empty()) a.mode = !a.x.empty() ? "self" : !a.q.empty() ? "attention" : "seed";
-  if (a.mode == "seed") return run_seed_examples(a.plot);
+  if (a.mode.empty()) a.mode = !a.x.empty() ? "self" : !a.q.empty() ? "attention" : "notes";
+  if (a.mode == "notes" || a.mode == "seed") return run_notes_examples(a.plot);
   at::manual_seed(static_cast<int64_t>(a.seed));
 
   at::Tensor output, weights;
@@ -195,16 +195,16 @@ int run(AttendArgs a) {
                                   .score(parse_score_kind(a.score == "dot" ? "concat" : a.score))
                                   .weighting(parse_weighting_kind(a.weighting))
                                   .hidden_size(a.hidden_size));
-      io::LoadStateDictOptions seed_names;
-      seed_names.renames = seed_attn_renames();
-      load_weights(*module, a, seed_names);
+      io::LoadStateDictOptions notes_names;
+      notes_names.renames = notes_attn_renames();
+      load_weights(*module, a, notes_names);
       module->train(a.train);
       auto r = module->forward(q, k, v, mask);
       output = r.output;
       weights = r.weights;
     } else {
       throw Error("attend: unknown --mode '" + a.mode +
-                  "' (valid: seed, attention, self, projected-self, multihead, combine)");
+                  "' (valid: notes, attention, self, projected-self, multihead, combine)");
     }
   }
   if (unbatched) {
@@ -236,17 +236,17 @@ int run(AttendArgs a) {
 Command add_attend_command(CLI::App& parent) {
   auto* app = parent.add_subcommand(
       "attend",
-      "Run an attention mechanism on torch.save'd tensors (with no inputs: the seeds' examples)");
+      "Run an attention mechanism on torch.save'd tensors (with no inputs: the notes' examples)");
   auto a = std::make_shared<AttendArgs>();
   app->add_option("--mode", a->mode,
-                  "seed | attention | self | projected-self | multihead | combine "
-                  "(default: attention with --q, self with --x, else seed)");
+                  "notes (alias seed) | attention | self | projected-self | multihead | combine "
+                  "(default: attention with --q, self with --x, else notes)");
   app->add_option("--q", a->q, "Queries: torch.save'd [Tq, Dq] or [B, Tq, Dq]");
   app->add_option("--k", a->k, "Keys [B, Tk, Dk] (default: Q)");
   app->add_option("--v", a->v, "Values [B, Tk, Dv] (default: K)");
   app->add_option("--x", a->x, "Self-attention input [T, D] or [B, T, D]");
   app->add_option("--state-dict", a->state_dict,
-                  "Module weights from torch.save(module.state_dict(), path); the seed's MyAttn "
+                  "Module weights from torch.save(module.state_dict(), path); the notes' MyAttn "
                   "names (qk_linear, qc_linear) load into --mode combine");
   app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
       ->capture_default_str();

@@ -29,7 +29,7 @@ AttentionOutput AttentionCombineImpl::forward(const at::Tensor& q, const at::Ten
   return {qc_linear(combined), attended.weights};             // [B, Tq, output_size]
 }
 
-const std::vector<std::pair<std::string, std::string>>& seed_attn_renames() {
+const std::vector<std::pair<std::string, std::string>>& notes_attn_renames() {
   static const std::vector<std::pair<std::string, std::string>> renames = {
       {"qk_linear.", "attention.score.linear."}};
   return renames;

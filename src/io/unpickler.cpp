@@ -35,6 +35,56 @@ const std::map<std::string, at::ScalarType>& storage_types() {
   return types;
 }
 
+// The pickle opcodes the reader takes, named as Python's pickletools names them.
+namespace opcode {
+enum : unsigned char {
+  PROTO = 0x80,
+  FRAME = 0x95,
+  MARK = '(',
+  EMPTY_DICT = '}',
+  EMPTY_LIST = ']',
+  EMPTY_TUPLE = ')',
+  NONE = 'N',
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  BININT1 = 'K',
+  BININT2 = 'M',
+  BININT = 'J',
+  LONG1 = 0x8a,
+  BINFLOAT = 'G',
+  BINUNICODE = 'X',
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  MEMOIZE = 0x94,
+  BINGET = 'h',
+  LONG_BINGET = 'j',
+  GLOBAL = 'c',
+  STACK_GLOBAL = 0x93,
+  TUPLE = 't',
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  LIST = 'l',
+  DICT = 'd',
+  APPEND = 'a',
+  APPENDS = 'e',
+  SETITEM = 's',
+  SETITEMS = 'u',
+  REDUCE = 'R',
+  BUILD = 'b',
+  BINPERSID = 'Q',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+};
+}  // namespace opcode
+
 class Unpickler {
  public:
   Unpickler(const char* data, size_t size, std::string source, const StorageLoader& loader)
@@ -252,46 +302,46 @@ class Unpickler {
     return o;
   }
 
-  void step(unsigned char op) {
-    switch (op) {
-      case 0x80:
+  void step(unsigned char code) {
+    switch (code) {
+      case opcode::PROTO:
         u8();
-        break;  // PROTO
-      case 0x95:
+        break;
+      case opcode::FRAME:
         le(8);
-        break;  // FRAME: a length hint only
-      case '(':
+        break;  // a length hint only
+      case opcode::MARK:
         marks_.push_back(stack_.size());
-        break;  // MARK
-      case '}':
+        break;
+      case opcode::EMPTY_DICT:
         push(make(Kind::Dict));
-        break;  // EMPTY_DICT
-      case ']':
+        break;
+      case opcode::EMPTY_LIST:
         push(make(Kind::List));
-        break;  // EMPTY_LIST
-      case ')':
+        break;
+      case opcode::EMPTY_TUPLE:
         push(make(Kind::Tuple));
-        break;  // EMPTY_TUPLE
-      case 'N':
+        break;
+      case opcode::NONE:
         push(make(Kind::None));
         break;
-      case 0x88:
-      case 0x89: {  // NEWTRUE, NEWFALSE
+      case opcode::NEWTRUE:
+      case opcode::NEWFALSE: {
         auto o = make(Kind::Bool);
-        o->b = op == 0x88;
+        o->b = code == opcode::NEWTRUE;
         push(o);
         break;
       }
-      case 'K':
+      case opcode::BININT1:
         push(integer(le(1)));
-        break;  // BININT1
-      case 'M':
+        break;
+      case opcode::BININT2:
         push(integer(le(2)));
-        break;  // BININT2
-      case 'J':
+        break;
+      case opcode::BININT:
         push(integer(static_cast<int32_t>(le(4))));
-        break;      // BININT
-      case 0x8a: {  // LONG1
+        break;
+      case opcode::LONG1: {
         const size_t n = u8();
         if (n > 8) fail("integer wider than 64 bits");
         uint64_t v = le(n);
@@ -299,7 +349,7 @@ class Unpickler {
         push(integer(static_cast<int64_t>(v)));
         break;
       }
-      case 'G': {  // BINFLOAT, big-endian
+      case opcode::BINFLOAT: {  // big-endian
         need(8);
         uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];
@@ -309,127 +359,127 @@ class Unpickler {
         push(o);
         break;
       }
-      case 'X':
+      case opcode::BINUNICODE:
         push(str(take(le(4))));
-        break;  // BINUNICODE
-      case 0x8c:
+        break;
+      case opcode::SHORT_BINUNICODE:
         push(str(take(u8())));
-        break;  // SHORT_BINUNICODE
-      case 0x8d:
+        break;
+      case opcode::BINUNICODE8:
         push(str(take(le(8))));
-        break;  // BINUNICODE8
-      case 'T':
+        break;
+      case opcode::BINSTRING:
         push(str(take(le(4)), Kind::Bytes));
-        break;  // BINSTRING
-      case 'U':
+        break;
+      case opcode::SHORT_BINSTRING:
         push(str(take(u8()), Kind::Bytes));
-        break;  // SHORT_BINSTRING
-      case 'B':
+        break;
+      case opcode::BINBYTES:
         push(str(take(le(4)), Kind::Bytes));
-        break;  // BINBYTES
-      case 'C':
+        break;
+      case opcode::SHORT_BINBYTES:
         push(str(take(u8()), Kind::Bytes));
-        break;  // SHORT_BINBYTES
-      case 'q':
+        break;
+      case opcode::BINPUT:
         memo_put(u8());
-        break;  // BINPUT
-      case 'r':
+        break;
+      case opcode::LONG_BINPUT:
         memo_put(le(4));
-        break;  // LONG_BINPUT
-      case 0x94:
+        break;
+      case opcode::MEMOIZE:
         memo_put(memo_.size());
-        break;  // MEMOIZE
-      case 'h':
+        break;
+      case opcode::BINGET:
         push(memo_get(u8()));
-        break;  // BINGET
-      case 'j':
+        break;
+      case opcode::LONG_BINGET:
         push(memo_get(le(4)));
-        break;     // LONG_BINGET
-      case 'c': {  // GLOBAL
+        break;
+      case opcode::GLOBAL: {
         auto module = line();
         auto name = line();
         push(str(module + "." + name, Kind::Global));
         break;
       }
-      case 0x93: {  // STACK_GLOBAL
+      case opcode::STACK_GLOBAL: {
         auto name = pop(), module = pop();
         expect(name, Kind::Str, "STACK_GLOBAL's name");
         expect(module, Kind::Str, "STACK_GLOBAL's module");
         push(str(module->s + "." + name->s, Kind::Global));
         break;
       }
-      case 't':
+      case opcode::TUPLE:
         push(tuple_of(pop_mark()));
-        break;  // TUPLE
-      case 0x85:
-      case 0x86:
-      case 0x87: {  // TUPLE1..3
-        const size_t n = op - 0x84u;
+        break;
+      case opcode::TUPLE1:
+      case opcode::TUPLE2:
+      case opcode::TUPLE3: {
+        const size_t n = code - opcode::TUPLE1 + 1u;
         std::vector<PyRef> items(n);
         for (size_t i = n; i-- > 0;) items[i] = pop();
         push(tuple_of(std::move(items)));
         break;
       }
-      case 'l': {  // LIST
+      case opcode::LIST: {
         auto l = make(Kind::List);
         l->items = pop_mark();
         push(l);
         break;
       }
-      case 'd': {  // DICT
+      case opcode::DICT: {
         auto d = make(Kind::Dict);
         set_items(d, pop_mark());
         push(d);
         break;
       }
-      case 'a': {  // APPEND
+      case opcode::APPEND: {
         auto item = pop();
         expect(top(), Kind::List, "APPEND's target");
         top()->items.push_back(item);
         break;
       }
-      case 'e': {  // APPENDS
+      case opcode::APPENDS: {
         auto items = pop_mark();
         expect(top(), Kind::List, "APPENDS's target");
         for (auto& it : items) top()->items.push_back(it);
         break;
       }
-      case 's': {  // SETITEM
+      case opcode::SETITEM: {
         auto value = pop(), key = pop();
         set_items(top(), {key, value});
         break;
       }
-      case 'u': {  // SETITEMS
+      case opcode::SETITEMS: {
         auto kv = pop_mark();
         set_items(top(), kv);
         break;
       }
-      case 'R': {  // REDUCE
+      case opcode::REDUCE: {
         auto args = pop(), callable = pop();
         push(call(callable, args));
         break;
       }
-      case 'b': {  // BUILD: the state of an OrderedDict (its _metadata) or a tensor; not needed
+      case opcode::BUILD: {  // the state of an OrderedDict (its _metadata) or a tensor; not needed
         pop();
         const Kind k = top()->kind;
         if (k != Kind::Dict && k != Kind::Tensor) fail("BUILD on a " + kind_name(k));
         break;
       }
-      case 'Q':
+      case opcode::BINPERSID:
         push(persistent_load(pop()));
-        break;  // BINPERSID
-      case '0':
+        break;
+      case opcode::POP:
         pop();
-        break;  // POP
-      case '1':
+        break;
+      case opcode::POP_MARK:
         pop_mark();
-        break;  // POP_MARK
-      case '2':
+        break;
+      case opcode::DUP:
         push(top());
-        break;  // DUP
+        break;
       default: {
         char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", op);
+        std::snprintf(hex, sizeof hex, "0x%02x", code);
         fail(std::string("unsupported opcode ") + hex);
       }
     }

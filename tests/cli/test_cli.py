@@ -62,18 +62,31 @@ class Cli(unittest.TestCase):
         self.assertEqual(tuple(a.shape), tuple(b.shape))
         self.assertLessEqual((a - b).abs().max().item(), tol)
 
-    def test_seed_examples(self):
+    def test_notes_examples(self):
         out = attnkit("attend").stdout
         for number in ["0.5761, 0.2119, 0.2119", "1.0000, 0.0000, 0.0000", "0.4711, 0.2645, 0.2645",
                        "[2, 1, 8]", "[2, 1, 5]", "[1.0000, 1.0000]"]:
             self.assertIn(number, out)
+        self.assertEqual(attnkit("attend", "--mode", "notes").stdout, out)
+        self.assertEqual(attnkit("attend", "--mode", "seed").stdout, out)  # the old name
 
     def test_info_names_the_blas(self):
         out = attnkit("info").stdout
         self.assertIn("LibTorch  1.13", out)
         self.assertIn("OpenBLAS", out)
 
-    def test_seed_myattn_state_dict_roundtrip(self):
+    def test_isa_override_is_shown_and_a_bad_one_refused(self):
+        env = dict(os.environ, ATTNKIT_ISA="scalar")
+        r = subprocess.run([BIN, "info", "--json"], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cpu = json.loads(r.stdout)["cpu"]
+        self.assertEqual((cpu["kernel_isa"], cpu["kernel_isa_forced"]), ("scalar", True))
+        env["ATTNKIT_ISA"] = "sse3"
+        r = subprocess.run([BIN, "info"], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("ATTNKIT_ISA", r.stderr)
+
+    def test_notes_myattn_state_dict_roundtrip(self):
         torch.manual_seed(3)
         model = ref.MyAttn(8, 8, 8, 8)
         q, k, v = torch.randn(2, 1, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
@@ -115,13 +128,13 @@ class Cli(unittest.TestCase):
         self.assertClose(got["output"], want_out)
         self.assertClose(got["weights"], want_w)
 
-    def test_unbatched_seed_tensors(self):
+    def test_unbatched_notes_tensors(self):
         q = torch.tensor([[1.0, 0.0, 0.0]])
         eye = torch.eye(3)
         attnkit("attend", "--q", self.save("q.pt", q), "--k", self.save("k.pt", eye),
                 "--out", self.path("out.pt"))
         got = torch.load(self.path("out.pt"))
-        want_out, want_w = ref.seed_soft_attention(q, eye, eye)
+        want_out, want_w = ref.notes_soft_attention(q, eye, eye)
         self.assertClose(got["weights"], want_w)
         self.assertClose(got["output"], want_out)
 
@@ -306,7 +319,7 @@ class PicturesCli(unittest.TestCase):
         width = int.from_bytes(head[16:20], "big")
         self.assertGreaterEqual(width, min_width)
 
-    def test_attend_plot_draws_the_seed_examples(self):
+    def test_attend_plot_draws_the_notes_examples(self):
         prefix = os.path.join(self.dir, "seeds")
         attnkit("attend", "--plot", prefix)
         self.assertPng(prefix + ".png", 300)
@@ -380,7 +393,7 @@ class ServeCli(unittest.TestCase):
         self.assertGreaterEqual(len(r["attention"]), len(r["target_tokens"]))
         self.assertLess(r["score"], 0)
 
-    def test_attend_reproduces_the_seed(self):
+    def test_attend_reproduces_the_notes(self):
         status, r = self.request("api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})
         self.assertEqual((status, r["weights"]), (200, [[0.5761, 0.2119, 0.2119]]))
         status, r = self.request("api/attend", {"mechanism": "hard", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})

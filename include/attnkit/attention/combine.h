@@ -21,16 +21,16 @@ struct AttentionCombineOptions {
         output_size_(output_size) {}
   TORCH_ARG(int64_t, query_size);
   TORCH_ARG(int64_t, key_size);
-  TORCH_ARG(int64_t, value_size);  // the seed's c_size: C has V's width
+  TORCH_ARG(int64_t, value_size);  // the notes' c_size: C has V's width
   TORCH_ARG(int64_t, output_size);
   TORCH_ARG(ScoreKind, score) = ScoreKind::Concat;
   TORCH_ARG(WeightingKind, weighting) = WeightingKind::Soft;
   TORCH_ARG(int64_t, hidden_size) = 0;
 };
 
-// The seed's Attn module (MyAttn): score Q against K (by default concat + Linear), softmax,
-// C = weights V, then Linear([Q; C]) -> output_size. Unlike the seed's code, output_size is
-// honoured (the seed builds qc_linear with c_size outputs and ignores output_size).
+// The notes' Attn module (MyAttn): score Q against K (by default concat + Linear), softmax,
+// C = weights V, then Linear([Q; C]) -> output_size. Unlike the notes' code, output_size is
+// honoured (the notes build qc_linear with c_size outputs and ignores output_size).
 class AttentionCombineImpl : public torch::nn::Module {
  public:
   explicit AttentionCombineImpl(AttentionCombineOptions options);
@@ -45,7 +45,7 @@ class AttentionCombineImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AttentionCombine);
 
-// Renames that load the seed MyAttn's state_dict (qk_linear.*, qc_linear.*) into AttentionCombine.
-const std::vector<std::pair<std::string, std::string>>& seed_attn_renames();
+// Renames that load the notes' MyAttn state_dict (qk_linear.*, qc_linear.*) into AttentionCombine.
+const std::vector<std::pair<std::string, std::string>>& notes_attn_renames();
 
 }  // namespace attnkit

@@ -23,7 +23,7 @@ struct ScoreOptions {
 };
 
 // Scores a query against every key. Parameters, by kind (names as a PyTorch module would have):
-//   Concat    linear: Linear(Dq + Dk -> 1)          the seed's qk_linear
+//   Concat    linear: Linear(Dq + Dk -> 1)          the notes' qk_linear
 //   Additive  linear: Linear(Dq + Dk -> H)
 //   Bahdanau  linear: Linear(Dq + Dk -> H), v: Linear(H -> 1, bias=false)
 //   General   linear: Linear(Dk -> Dq, bias=false)

@@ -5,12 +5,12 @@
 
 namespace attnkit {
 
-// How a query is compared with each key (the seeds' three formulas plus Luong's two).
+// How a query is compared with each key (the notes' three formulas plus Luong's two).
 enum class ScoreKind {
-  Concat,     // seed formula 1: Linear([q; k]) -> 1
-  Additive,   // seed formula 2: sum_h tanh(W [q; k] + b)_h
+  Concat,     // the notes' formula 1: Linear([q; k]) -> 1
+  Additive,   // the notes' formula 2: sum_h tanh(W [q; k] + b)_h
   Bahdanau,   // additive with a learned v: v^T tanh(W_q q + W_k k + b)
-  ScaledDot,  // seed formula 3: q.k / sqrt(d_k)
+  ScaledDot,  // the notes' formula 3: q.k / sqrt(d_k)
   Dot,        // q.k (Luong "dot")
   General,    // q^T W k (Luong "general", bilinear)
 };
@@ -24,7 +24,7 @@ enum class WeightingKind {
 
 // How gradients pass through hard (one-hot) weights during training.
 enum class HardGradient {
-  None,             // as in the seed: argmax has no gradient
+  None,             // as in the notes: argmax has no gradient
   StraightThrough,  // forward one-hot, backward as softmax
   Gumbel,           // argmax of softmax((s + g) / tau), backward through that softmax
   Reinforce,        // sample a key from the softmax; the caller adds the REINFORCE loss

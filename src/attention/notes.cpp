@@ -1,4 +1,4 @@
-#include "attnkit/attention/seed.h"
+#include "attnkit/attention/notes.h"
 
 #include <ATen/ATen.h>
 
@@ -9,8 +9,8 @@
 namespace attnkit {
 namespace {
 
-void check_seed_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                       const char* where) {
+void check_notes_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const char* where) {
   TORCH_CHECK((q.dim() == 2 || q.dim() == 3) && q.dim() == k.dim() && k.dim() == v.dim(), where,
               ": Q ", q.sizes(), ", K ", k.sizes(), " and V ", v.sizes(),
               " must all be 2-D [T, D] or all 3-D [B, T, D]");
@@ -24,14 +24,14 @@ void check_seed_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 
 std::pair<at::Tensor, at::Tensor> soft_attention(const at::Tensor& q, const at::Tensor& k,
                                                  const at::Tensor& v) {
-  check_seed_inputs(q, k, v, "soft_attention");
+  check_notes_inputs(q, k, v, "soft_attention");
   auto weights = functional::soft_weights(at::matmul(q, k.transpose(-2, -1)));  // [Tq, Tk]
   return {at::matmul(weights, v), weights};
 }
 
 std::pair<at::Tensor, at::Tensor> hard_attention(const at::Tensor& q, const at::Tensor& k,
                                                  const at::Tensor& v) {
-  check_seed_inputs(q, k, v, "hard_attention");
+  check_notes_inputs(q, k, v, "hard_attention");
   auto weights = functional::hard_weights(at::matmul(q, k.transpose(-2, -1)));  // [Tq, Tk]
   return {at::matmul(weights, v), weights};
 }

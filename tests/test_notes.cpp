@@ -1,9 +1,9 @@
-// The seeds' worked examples, to four decimals, and against the seeds' own PyTorch code.
+// The notes' worked examples, to four decimals, and against the notes' own PyTorch code.
 
 #include <gtest/gtest.h>
 
 #include "attnkit/attention/combine.h"
-#include "attnkit/attention/seed.h"
+#include "attnkit/attention/notes.h"
 #include "attnkit/io/state_dict.h"
 #include "testing.h"
 
@@ -37,8 +37,8 @@ TEST(Seed, SelfAttentionOfIdentity) {
 }
 
 TEST(Seed, MatchesTheSeedsPyTorchCode) {
-  const auto& g = golden("seed.pt");
-  auto get = [&](const std::string& k) { return io::find(g, k, "seed.pt"); };
+  const auto& g = golden("notes.pt");
+  auto get = [&](const std::string& k) { return io::find(g, k, "notes.pt"); };
   auto [so, sw] = soft_attention(get("Q"), get("K"), get("V"));
   EXPECT_TRUE(close(sw, get("soft.weights")));
   EXPECT_TRUE(close(so, get("soft.output")));
@@ -66,18 +66,18 @@ TEST(Seed, AttnModuleHonoursOutputSize) {
   EXPECT_EQ(r.output.sizes(), (std::vector<int64_t>{2, 1, 5}));
 }
 
-// The seed's MyAttn state_dict (an OrderedDict from torch.save) loads, and the module gives the
-// seed's outputs, weights and gradients.
+// The notes' MyAttn state_dict (an OrderedDict from torch.save) loads, and the module gives the
+// notes' outputs, weights and gradients.
 class SeedMyAttn : public ::testing::TestWithParam<std::pair<std::string, int64_t>> {};
 
 TEST_P(SeedMyAttn, MatchesPyTorch) {
   const auto [name, output_size] = GetParam();
   AttentionCombine attn(AttentionCombineOptions(8, 8, 8, output_size));
   io::LoadStateDictOptions options;
-  options.renames = seed_attn_renames();
+  options.renames = notes_attn_renames();
   io::load_state_dict(
-      *attn, io::load_tensor_dict(testing::golden_path("seed_" + name + "_state.pt")), options);
-  auto g = testing::with_prefix(golden("seed.pt"), name + "/");
+      *attn, io::load_tensor_dict(testing::golden_path("notes_" + name + "_state.pt")), options);
+  auto g = testing::with_prefix(golden("notes.pt"), name + "/");
   auto get = [&](const std::string& k) { return io::find(g, k, name); };
   auto q = get("q").clone().requires_grad_(), k = get("k").clone().requires_grad_(),
        v = get("v").clone().requires_grad_();

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-// The seed course notes' three functions, with their exact semantics: 2-D inputs
+// The course notes' three functions, with their exact semantics: 2-D inputs
 // (Q [Tq, D], K [Tk, D], V [Tk, Dv]) as in the notes, or batched 3-D inputs. Each returns
 // (output, weights).
 namespace attnkit {
