@@ -7,7 +7,7 @@ JOBS ?= 2
 # ccache needs these to reuse objects built with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all setup configure build demo test bench performance format clean
+.PHONY: all setup configure build demo test bench performance deb format clean
 
 all: build
 
@@ -27,6 +27,10 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+# A Debian package of the programs, the library and its CMake and pkg-config files, in $(BUILD_DIR)/.
+deb: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 bench: build
 	/usr/bin/python3 bench/compare_pytorch.py --build-dir $(BUILD_DIR)

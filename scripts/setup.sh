@@ -16,6 +16,7 @@ packages=(
   libgloo-dev             # torch::distributed (c10d ProcessGroupGloo) for --nproc
   chromium                # the browser test of the web page
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
+  python3-jsonschema      # the HTTP API tests check real responses against web/openapi.json
 )
 
 missing=()

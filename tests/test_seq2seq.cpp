@@ -16,6 +16,7 @@
 #include "attnkit/seq2seq/search.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/trainer.h"
+#include "attnkit/version.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -308,6 +309,36 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
   }
   t.vocab.save((dir / "target.vocab").string());
   EXPECT_NO_THROW(seq2seq::Translator translator(dir.str()));
+}
+
+// config.json records the attnkit that wrote it; one written by a newer minor version is refused
+// by name, an older one loads.
+TEST(ModelDirectory, AModelFromANewerAttnkitIsRefusedPlainly) {
+  auto t = make_task("copy", 50);
+  testing::ScratchDir dir("newer");
+  seq2seq::save_config(dir.str(), t.config);
+  const auto path = (dir / "config.json").string();
+  auto config = nlohmann::json::parse(std::ifstream(path));
+  EXPECT_EQ(config["attnkit_version"], kVersion);
+  for (const std::string version : {"0.1.0", "0.2.9"}) {
+    config["attnkit_version"] = version;
+    std::ofstream(path) << config.dump();
+    EXPECT_NO_THROW(seq2seq::load_config(dir.str())) << version;
+  }
+  for (const std::string version : {"0.3.0", "1.0.0"}) {
+    config["attnkit_version"] = version;
+    std::ofstream(path) << config.dump();
+    try {
+      seq2seq::load_config(dir.str());
+      FAIL() << version << " was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(
+          what.find("config.json: written by attnkit " + version + ", newer than this attnkit"),
+          std::string::npos)
+          << what;
+    }
+  }
 }
 
 TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {

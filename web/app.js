@@ -84,7 +84,8 @@ document.getElementById("translate-form").addEventListener("submit", async (even
       beam: +document.getElementById("beam").value,
     });
     document.getElementById("translation").textContent = r.translation;
-    drawHeatmap(document.getElementById("heatmap"), r.source_tokens, r.target_tokens, r.attention);
+    // attention_rows labels every row, the end-of-sentence step's (</s>) included.
+    drawHeatmap(document.getElementById("heatmap"), r.source_tokens, r.attention_rows, r.attention);
   } catch (e) {
     error.textContent = e.message;
   }

@@ -56,11 +56,8 @@ int run(const TranslateArgs& a) {
       const auto& r = results[i];
       if (!r.attention.defined() || r.attention.numel() == 0) continue;
       viz::Heatmap h;
-      h.weights = r.attention.narrow(
-          0, 0, std::min<int64_t>(r.attention.size(0), r.target_tokens.size() + 1));
-      h.row_labels = r.target_tokens;
-      if (h.weights.size(0) > static_cast<int64_t>(h.row_labels.size()))
-        h.row_labels.push_back("<eos>");
+      h.row_labels = seq2seq::attention_rows(r);
+      h.weights = r.attention.narrow(0, 0, static_cast<int64_t>(h.row_labels.size()));
       h.col_labels = r.source_tokens;
       h.title = lines[i] + "  →  " + r.text;
       char stem[32];
@@ -89,7 +86,8 @@ int run(const TranslateArgs& a) {
                         {"source_tokens", r.source_tokens},
                         {"target_tokens", r.target_tokens},
                         {"score", r.score},
-                        {"attention", viz::rounded_rows(r.attention)}};
+                        {"attention", viz::rounded_rows(r.attention)},
+                        {"attention_rows", seq2seq::attention_rows(r)}};
     nlohmann::json nbest = nlohmann::json::array();
     for (const auto& [text, score] : r.nbest)
       nbest.push_back({{"translation", text}, {"score", score}});

@@ -161,14 +161,18 @@ class ChineseTokenizer : public Tokenizer {
   std::string spec() const override { return "zh"; }
 };
 
+// The SentencePiece helper: ATTNKIT_SPM_HELPER, else beside the running program (an installed
+// attnkit), else where this build put it, else where `cmake --install` puts it.
 std::string spm_helper() {
   if (const char* path = std::getenv("ATTNKIT_SPM_HELPER")) return path;
-  if (std::filesystem::exists(ATTNKIT_SPM_HELPER)) return ATTNKIT_SPM_HELPER;
-  std::error_code ec;  // an installed attnkit keeps the helper beside itself
+  std::error_code ec;
   auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "attnkit-spm";
   if (!ec && std::filesystem::exists(beside)) return beside.string();
-  throw Error(std::string("cannot find the SentencePiece helper attnkit-spm (looked at ") +
-              ATTNKIT_SPM_HELPER + "; set ATTNKIT_SPM_HELPER)");
+  for (const char* path : {ATTNKIT_SPM_HELPER, ATTNKIT_SPM_INSTALLED})
+    if (std::filesystem::exists(path)) return path;
+  throw Error(std::string("cannot find the SentencePiece helper attnkit-spm (looked beside this "
+                          "program, at ") +
+              ATTNKIT_SPM_HELPER + " and " + ATTNKIT_SPM_INSTALLED + "; set ATTNKIT_SPM_HELPER)");
 }
 
 // Runs `argv` with stdin and stdout on one end of a socket pair; returns (pid, our end).

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "attnkit/core/error.h"
@@ -50,6 +52,34 @@ void save_config(const std::string& dir, const ModelConfig& c) {
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
 }
 
+namespace {
+
+// (major, minor) of "major.minor.patch"; nullopt when it is not a version.
+std::optional<std::pair<int, int>> major_minor(const std::string& version) {
+  int major = 0, minor = 0;
+  char dot = 0;
+  std::istringstream in(version);
+  if (!(in >> major >> dot >> minor) || dot != '.') return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+// A model directory written by a newer attnkit may hold what this one cannot read: refuse it
+// plainly rather than fail later on a missing field or a weight's shape.
+void check_written_by_older(const std::string& path, const json& config) {
+  if (!config.contains("attnkit_version")) return;  // written before the field existed
+  const auto& field = config["attnkit_version"];
+  const auto theirs = field.is_string() ? major_minor(field.get<std::string>()) : std::nullopt;
+  if (!theirs)
+    throw Error(path + ": attnkit_version must be a version such as \"" + std::string(kVersion) +
+                "\", got " + field.dump());
+  if (*theirs > *major_minor(kVersion))
+    throw Error(path + ": written by attnkit " + field.get<std::string>() +
+                ", newer than this attnkit " + kVersion +
+                "; its format may have changed: upgrade attnkit to use this model");
+}
+
+}  // namespace
+
 ModelConfig load_config(const std::string& dir) {
   const auto path = (fs::path(dir) / "config.json").string();
   if (!fs::is_directory(dir)) throw Error(dir + ": no such model directory");
@@ -61,6 +91,7 @@ ModelConfig load_config(const std::string& dir) {
   } catch (const json::exception& e) {
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }
+  check_written_by_older(path, j);
   try {
     const auto& m = j.at("model");
     ModelConfig c;
@@ -86,6 +117,13 @@ ModelConfig load_config(const std::string& dir) {
   } catch (const json::exception& e) {
     throw Error(path + ": malformed config (" + e.what() + ")");
   }
+}
+
+std::vector<std::string> attention_rows(const Translation& t) {
+  auto rows = t.target_tokens;
+  if (t.attention.defined() && t.attention.size(0) > static_cast<int64_t>(rows.size()))
+    rows.push_back(kEosLabel);
+  return rows;
 }
 
 void save_weights(Seq2Seq& model, const std::string& path) {

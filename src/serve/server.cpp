@@ -141,6 +141,7 @@ json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
           {"source_tokens", t.source_tokens},
           {"target_tokens", t.target_tokens},
           {"attention", viz::rounded_rows(t.attention)},
+          {"attention_rows", seq2seq::attention_rows(t)},
           {"score", t.score}};
 }
 
@@ -153,6 +154,16 @@ void add_page(httplib::Server& server) {
   });
   server.Get("/style.css", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(web::kStyleCss, "text/css; charset=utf-8");
+  });
+  // The API's contract (web/openapi.json, checked against real responses by tests/cli), with
+  // this build's version.
+  server.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
+    static const std::string doc = [] {
+      auto j = json::parse(web::kOpenApiJson);
+      j["info"]["version"] = kVersion;
+      return j.dump(1);
+    }();
+    res.set_content(doc, "application/json; charset=utf-8");
   });
 }
 

@@ -2,7 +2,8 @@
 // Usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR
 // Starts `attnkit serve` on 127.0.0.1 (any free port), then:
 //   1. types a sentence and presses Translate;
-//   2. checks the heatmap has |source| x |target| cells and that hovering highlights;
+//   2. checks the heatmap has |source| x |attention rows| cells (the end-of-sentence step
+//      labelled) and that hovering highlights;
 //   3. runs the playground on the notes' soft-attention example (0.5761) and self attention (0.4711);
 //   4. saves screenshots into ARTIFACT_DIR.
 import { spawn } from "node:child_process";
@@ -60,8 +61,12 @@ try {
   const translation = await page.textContent("#translation");
   check("the page shows the API's translation", translation === api.translation, `${translation} vs ${api.translation}`);
   const cells = await page.locator("#heatmap .cell").count();
-  const expected = api.source_tokens.length * api.target_tokens.length;
-  check(`the heatmap has |source| x |target| = ${expected} cells`, cells === expected, `got ${cells}`);
+  const expected = api.source_tokens.length * api.attention_rows.length;
+  check(`the heatmap has |source| x |attention rows| = ${expected} cells`, cells === expected,
+        `got ${cells}`);
+  const lastRow = await page.locator("#heatmap .row-label").last().textContent();
+  check("the end-of-sentence step is a labelled row", api.attention_rows.length ===
+        api.target_tokens.length + 1 ? lastRow === "</s>" : true, `last row '${lastRow}'`);
   await page.hover('#heatmap .row-label[data-row="0"]');
   const rowCells = await page.locator("#heatmap .cell.active").count();
   const rowSources = await page.locator("#heatmap .col-label.active").count();

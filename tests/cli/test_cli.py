@@ -241,7 +241,8 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(r["translation"], "c b a")
         self.assertEqual(r["source_tokens"], ["a", "b", "c"])
         self.assertEqual(len(r["nbest"]), 2)
-        self.assertGreaterEqual(len(r["attention"]), len(r["target_tokens"]))
+        self.assertEqual(r["attention_rows"], r["target_tokens"] + ["</s>"])
+        self.assertEqual(len(r["attention"]), len(r["attention_rows"]))
         self.assertEqual(len(r["attention"][0]), 3)
         # Reversal: the first target token attends to the last source token.
         self.assertEqual(max(range(3), key=lambda i: r["attention"][0][i]), 2)
@@ -340,6 +341,8 @@ class PicturesCli(unittest.TestCase):
         with open(os.path.join(out, "0001.json")) as f:
             h = json.load(f)
         self.assertEqual(h["cols"], ["open", "the", "file"])
+        self.assertEqual(len(h["rows"]), len(h["weights"]))
+        self.assertEqual(h["rows"][-1], "</s>")
         for row in h["weights"]:
             self.assertAlmostEqual(sum(row), 1.0, places=3)
 
@@ -390,8 +393,43 @@ class ServeCli(unittest.TestCase):
         self.assertEqual(status, 200, r)
         self.assertEqual(r["source_tokens"], ["open", "the", "file"])
         self.assertEqual(len(r["attention"][0]), 3)
-        self.assertGreaterEqual(len(r["attention"]), len(r["target_tokens"]))
         self.assertLess(r["score"], 0)
+        # Every attention row is labelled: the target tokens, then the end-of-sentence step.
+        self.assertEqual(len(r["attention_rows"]), len(r["attention"]))
+        self.assertEqual(r["attention_rows"][:len(r["target_tokens"])], r["target_tokens"])
+        self.assertEqual(r["attention_rows"][len(r["target_tokens"]):], ["</s>"])
+
+    def test_responses_follow_the_openapi_contract(self):
+        import jsonschema
+        with urllib.request.urlopen(self.url + "openapi.json", timeout=30) as f:
+            doc = json.loads(f.read())
+        self.assertEqual(doc["info"]["version"], self.request("healthz")[1]["version"])
+
+        def check(path, method, status, body):
+            pointer = "/".join(["#/paths", path.replace("/", "~1"), method, "responses", str(status)])
+            response = jsonschema.RefResolver.from_schema(doc).resolve(pointer)[1]
+            if "$ref" in response:
+                response = jsonschema.RefResolver.from_schema(doc).resolve(response["$ref"])[1]
+            schema = dict(doc, **response["content"]["application/json"]["schema"])
+            jsonschema.Draft202012Validator(schema).validate(body)
+
+        eye = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+        cases = [("/api/translate", {"text": "Open the file"}, 200),
+                 ("/api/translate", {"text": "Save the document", "beam": 1}, 200),
+                 ("/api/translate", {"text": 5}, 400),
+                 ("/api/translate", {"text": "x" * 600}, 413),
+                 ("/api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": eye}, 200),
+                 ("/api/attend", {"mechanism": "self", "x": eye}, 200),
+                 ("/api/attend", {"mechanism": "psychic"}, 400)]
+        for path, body, want in cases:
+            status, r = self.request(path[1:], body)
+            self.assertEqual(status, want, (path, body, r))
+            check(path, "post", status, r)
+        check("/healthz", "get", 200, self.request("healthz")[1])
+        for path, methods in doc["paths"].items():  # every documented GET answers
+            if "get" in methods:
+                with urllib.request.urlopen(self.url + path[1:], timeout=30) as f:
+                    self.assertEqual(f.status, 200, path)
 
     def test_attend_reproduces_the_notes(self):
         status, r = self.request("api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})

@@ -37,9 +37,20 @@ struct Translation {
   std::string text;
   std::vector<std::string> source_tokens, target_tokens;
   double score = 0;
-  at::Tensor attention;                               // [target tokens (+ <eos>), source tokens]
+  // [target tokens (+ the end-of-sentence step), source tokens]: row i is the step that chose
+  // target_tokens[i]; a hypothesis that ended with <eos> has one more row, the step that chose
+  // it. attention_rows() labels them.
+  at::Tensor attention;
   std::vector<std::pair<std::string, double>> nbest;  // best first, including the first
 };
+
+// The end-of-sentence step's label among attention_rows().
+inline constexpr const char* kEosLabel = "</s>";
+
+// The labels of t.attention's rows: the target tokens, then kEosLabel for the end-of-sentence
+// step when the attention has it. Every JSON output (serve, translate --format json,
+// --attention-out) gives them as "attention_rows", so that rows and tokens line up.
+std::vector<std::string> attention_rows(const Translation& t);
 
 class Translator {
  public:
