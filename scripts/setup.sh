@@ -13,6 +13,7 @@ packages=(
   libsentencepiece-dev    # subword tokenizer
   libcairo2-dev fonts-noto-cjk   # heatmaps and charts, with CJK labels
   libcpp-httplib-dev      # attnkit serve
+  libicu-dev              # Unicode categories and case mapping (sacreBLEU's intl, lowercase)
   libgloo-dev             # torch::distributed (c10d ProcessGroupGloo) for --nproc
   chromium                # the browser test of the web page
   python3-torch           # PyTorch reference for golden fixtures and benchmarks

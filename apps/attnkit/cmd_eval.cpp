@@ -25,8 +25,10 @@ struct EvalArgs {
   size_t bucket = 10, examples = 3;
   bool reverse = false;
   // bleu
-  std::string ref, hyp;
-  bool lowercase = false;
+  std::vector<std::string> refs;
+  std::string hyp;
+  bool lowercase = false, chrf_lowercase = false, sentence_level = false;
+  int chrf_word_order = 0;
 };
 
 struct Scored {
@@ -132,12 +134,33 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_bleu(const EvalArgs& a) {
-  auto refs = data::read_lines(a.ref), hyps = data::read_lines(a.hyp);
+  const auto hyps = data::read_lines(a.hyp);
+  std::vector<std::vector<std::string>> refs;
+  for (const auto& path : a.refs) {
+    refs.push_back(data::read_lines(path));
+    if (refs.back().size() != hyps.size())
+      throw Error(path + ": " + std::to_string(refs.back().size()) + " references for " +
+                  std::to_string(hyps.size()) + " hypotheses" +
+                  (a.hyp.empty() ? std::string() : " in " + a.hyp));
+  }
   eval::BleuOptions bo;
   bo.tokenize = a.tokenize == "auto" ? "13a" : a.tokenize;
   bo.lowercase = a.lowercase;
-  std::printf("%s\n", eval::corpus_bleu(hyps, {refs}, bo).format().c_str());
-  std::printf("chrF2 = %.2f\n", eval::corpus_chrf(hyps, refs));
+  eval::ChrfOptions co;
+  co.word_order = a.chrf_word_order;
+  co.lowercase = a.chrf_lowercase;
+  const std::string chrf_name = co.word_order > 0 ? "chrF2++" : "chrF2";
+  if (!a.sentence_level) {
+    std::printf("%s\n", eval::corpus_bleu(hyps, refs, bo).format().c_str());
+    std::printf("%s = %.2f\n", chrf_name.c_str(), eval::corpus_chrf(hyps, refs, co));
+    return 0;
+  }
+  for (size_t i = 0; i < hyps.size(); ++i) {  // one line per hypothesis
+    std::vector<std::string> line_refs;
+    for (const auto& stream : refs) line_refs.push_back(stream[i]);
+    std::printf("BLEU = %.2f\t%s = %.2f\n", eval::sentence_bleu(hyps[i], line_refs, bo).score,
+                chrf_name.c_str(), eval::sentence_chrf(hyps[i], line_refs, co));
+  }
   return 0;
 }
 
@@ -152,7 +175,7 @@ Command add_eval_command(CLI::App& parent) {
       ->required();
   app->add_option("--baseline", a->baseline,
                   "A second model (e.g. --no-attention) to compare by length");
-  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | none")
+  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | intl | char | none")
       ->capture_default_str();
   app->add_option("--beam", a->search.beam_size)->capture_default_str();
   app->add_option("--bucket", a->bucket, "Source-length bucket width")->capture_default_str();
@@ -164,10 +187,20 @@ Command add_eval_command(CLI::App& parent) {
 Command add_bleu_command(CLI::App& parent) {
   auto* app = parent.add_subcommand("bleu", "Corpus BLEU and chrF, as sacreBLEU computes them");
   auto a = std::make_shared<EvalArgs>();
-  app->add_option("--ref", a->ref, "References, one a line")->required();
-  app->add_option("--hyp", a->hyp, "Hypotheses (default: stdin)");
-  app->add_option("--tokenize", a->tokenize, "13a | zh | none")->capture_default_str();
-  app->add_flag("--lowercase", a->lowercase);
+  app->add_option("--ref", a->refs, "References, one a line; repeat for several references")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app->add_option("--hyp", a->hyp, "Hypotheses (default: stdin)")->check(CLI::ExistingFile);
+  app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: 13a | zh | intl | char | none")
+      ->check(CLI::IsMember({"auto", "13a", "zh", "intl", "char", "none"}))
+      ->capture_default_str();
+  app->add_flag("--lowercase", a->lowercase, "Lowercase before BLEU");
+  app->add_flag("--chrf-lowercase", a->chrf_lowercase, "Lowercase before chrF");
+  app->add_option("--chrf-word-order", a->chrf_word_order, "Word n-gram order: 2 gives chrF++")
+      ->check(CLI::Range(0, 9))
+      ->capture_default_str();
+  app->add_flag("--sentence-level", a->sentence_level,
+                "A score per hypothesis (BLEU with effective order, as sacreBLEU's)");
   return {app, [a] { return run_bleu(*a); }};
 }
 

@@ -1,5 +1,8 @@
 #include "attnkit/data/text.h"
 
+#include <unicode/locid.h>
+#include <unicode/unistr.h>
+
 namespace attnkit::text {
 namespace {
 
@@ -114,6 +117,40 @@ std::string squeeze_spaces(std::string_view s) {
       out.push_back(ch);
     }
   }
+  return out;
+}
+
+bool is_python_space(char32_t c) {
+  return c == U' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 ||
+         c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+std::vector<std::string> python_split(std::string_view s) {
+  std::vector<std::string> words;
+  std::u32string word;
+  for (char32_t c : decode(s)) {
+    if (!is_python_space(c)) {
+      word += c;
+    } else if (!word.empty()) {
+      words.push_back(encode(word));
+      word.clear();
+    }
+  }
+  if (!word.empty()) words.push_back(encode(word));
+  return words;
+}
+
+std::string python_rstrip(std::string_view s) {
+  auto u = decode(s);
+  while (!u.empty() && is_python_space(u.back())) u.pop_back();
+  return encode(u);
+}
+
+std::string unicode_lower(std::string_view s) {
+  const icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), s.size()));
+  std::string out;
+  icu::UnicodeString(u).toLower(icu::Locale::getRoot()).toUTF8String(out);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include <unicode/uchar.h>
+
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
 
@@ -89,10 +91,7 @@ std::string post_tokenize(std::u32string s) {
     word.clear();
   };
   for (char32_t c : padded) {
-    const bool space = c == U' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) ||
-                       c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-                       c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-    if (space)
+    if (text::is_python_space(c))
       flush();
     else
       word += c;
@@ -116,20 +115,22 @@ bool sacrebleu_chinese(char32_t c) {
 }
 
 std::u32string python_strip(std::u32string s) {
-  auto space = [](char32_t c) {
-    return c == U' ' || (c >= 0x09 && c <= 0x0D) || c == 0x3000 || c == 0xA0;
-  };
-  while (!s.empty() && space(s.back())) s.pop_back();
+  while (!s.empty() && text::is_python_space(s.back())) s.pop_back();
   size_t i = 0;
-  while (i < s.size() && space(s[i])) ++i;
+  while (i < s.size() && text::is_python_space(s[i])) ++i;
   return s.substr(i);
 }
 
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> words;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
+// Unicode general categories, as the regex module's \p{P}, \p{S} and \p{N} test them.
+bool is_punctuation(char32_t c) { return U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK; }
+bool is_symbol(char32_t c) { return U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_S_MASK; }
+bool is_number(char32_t c) { return U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK; }
+
+// Python's " ".join(line.split()) of a UTF-32 string.
+std::string join_words(const std::u32string& s) {
+  std::string out;
+  for (const auto& w : text::python_split(text::encode(s))) out += (out.empty() ? "" : " ") + w;
+  return out;
 }
 
 std::map<std::vector<std::string>, long> ngrams(const std::vector<std::string>& words, int max_n) {
@@ -168,11 +169,64 @@ std::string tokenize_zh(const std::string& line) {
   return post_tokenize(spaced);
 }
 
+std::string tokenize_intl(const std::string& line) {
+  const auto s = text::decode(line);
+  // (\P{N})(\p{P}) -> "\1 \2 ", left to right without overlaps.
+  std::u32string a;
+  for (size_t i = 0; i < s.size();) {
+    if (i + 1 < s.size() && !is_number(s[i]) && is_punctuation(s[i + 1])) {
+      a += s[i];
+      a += U' ';
+      a += s[i + 1];
+      a += U' ';
+      i += 2;
+    } else {
+      a += s[i++];
+    }
+  }
+  // (\p{P})(\P{N}) -> " \1 \2"
+  std::u32string b;
+  for (size_t i = 0; i < a.size();) {
+    if (i + 1 < a.size() && is_punctuation(a[i]) && !is_number(a[i + 1])) {
+      b += U' ';
+      b += a[i];
+      b += U' ';
+      b += a[i + 1];
+      i += 2;
+    } else {
+      b += a[i++];
+    }
+  }
+  // (\p{S}) -> " \1 "
+  std::u32string c;
+  for (char32_t ch : b) {
+    if (is_symbol(ch)) {
+      c += U' ';
+      c += ch;
+      c += U' ';
+    } else {
+      c += ch;
+    }
+  }
+  return join_words(c);
+}
+
+std::string tokenize_char(const std::string& line) {
+  std::u32string spaced;
+  for (char32_t c : text::decode(line)) {
+    spaced += c;
+    spaced += U' ';
+  }
+  return join_words(spaced);
+}
+
 std::string tokenize_for_bleu(const std::string& line, const std::string& tokenizer) {
   if (tokenizer == "13a") return tokenize_13a(line);
   if (tokenizer == "zh") return tokenize_zh(line);
+  if (tokenizer == "intl") return tokenize_intl(line);
+  if (tokenizer == "char") return tokenize_char(line);
   if (tokenizer == "none") return line;
-  throw Error("unknown BLEU tokenizer '" + tokenizer + "' (valid: 13a, zh, none)");
+  throw Error("unknown BLEU tokenizer '" + tokenizer + "' (valid: 13a, zh, intl, char, none)");
 }
 
 std::string BleuScore::format() const {
@@ -187,23 +241,24 @@ std::string BleuScore::format() const {
 
 BleuScore corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs, const BleuOptions& o) {
+  if (refs.empty()) throw Error("BLEU: no reference stream");
   for (const auto& stream : refs)
     if (stream.size() != hyps.size())
       throw Error("BLEU: " + std::to_string(hyps.size()) +
                   " hypotheses but a reference stream has " + std::to_string(stream.size()) +
                   " lines");
   BleuScore b;
+  // As sacreBLEU: lowercase, strip trailing whitespace, tokenize, split on whitespace.
   auto prepare = [&](const std::string& s) {
-    std::string t(text::strip_eol(s));
-    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();  // rstrip
-    return split_words(tokenize_for_bleu(o.lowercase ? text::ascii_lower(t) : t, o.tokenize));
+    const std::string line(text::strip_eol(s));
+    return text::python_split(tokenize_for_bleu(
+        text::python_rstrip(o.lowercase ? text::unicode_lower(line) : line), o.tokenize));
   };
   for (size_t i = 0; i < hyps.size(); ++i) {
     const auto hyp = prepare(hyps[i]);
     std::map<std::vector<std::string>, long> ref_max;
     long closest_diff = -1, closest_len = 0;
-    for (const auto& stream : refs) {
-      if (stream[i].empty()) continue;
+    for (const auto& stream : refs) {  // an empty reference line is a reference of no words
       const auto ref = prepare(stream[i]);
       const long len = static_cast<long>(ref.size());
       const long diff = std::labs(static_cast<long>(hyp.size()) - len);
@@ -222,6 +277,11 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
       b.totals[n] += c;
     }
   }
+  b.bp = b.sys_len < b.ref_len
+             ? (b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / b.sys_len) : 0.0)
+             : 1.0;
+  // No matching n-gram of any order: 0, whatever the smoothing (sacreBLEU #141).
+  if (std::all_of(b.counts.begin(), b.counts.end(), [](long c) { return c == 0; })) return b;
   double smooth_mteval = 1, log_sum = 0;
   int order = 4;
   for (int n = 0; n < 4; ++n) {
@@ -240,47 +300,87 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps,
   }
   for (int n = 0; n < order; ++n)
     log_sum += b.precisions[n] > 0 ? std::log(b.precisions[n]) : -9999999999.0;
-  b.bp = b.sys_len < b.ref_len
-             ? (b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / b.sys_len) : 0.0)
-             : 1.0;
   b.score = b.bp * std::exp(log_sum / order);
   return b;
 }
 
-double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
-                   const ChrfOptions& o) {
-  if (hyps.size() != refs.size())
-    throw Error("chrF: " + std::to_string(hyps.size()) + " hypotheses but " +
-                std::to_string(refs.size()) + " references");
-  std::vector<double> stats(3 * o.char_order, 0.0);  // per order: hyp, ref, match
-  auto prepare = [&](const std::string& s) {
-    std::u32string chars;
-    for (char32_t c : text::decode(s)) {
-      const bool space = c == U' ' || (c >= 0x09 && c <= 0x0D) || c == 0x3000 || c == 0xA0;
-      if (o.whitespace || !space) chars.push_back(c);
-    }
-    return chars;
-  };
-  for (size_t i = 0; i < hyps.size(); ++i) {
-    const auto h = prepare(hyps[i]), r = prepare(refs[i]);
-    for (int n = 1; n <= o.char_order; ++n) {
-      std::map<std::u32string, long> hc, rc;
-      for (size_t k = 0; k + n <= h.size(); ++k) ++hc[h.substr(k, n)];
-      for (size_t k = 0; k + n <= r.size(); ++k) ++rc[r.substr(k, n)];
-      long match = 0;
-      for (const auto& [g, c] : hc) {
-        auto it = rc.find(g);
-        if (it != rc.end()) match += std::min(c, it->second);
-      }
-      stats[3 * (n - 1)] += h.size() >= static_cast<size_t>(n) ? h.size() - n + 1 : 0;
-      stats[3 * (n - 1) + 1] += r.size() >= static_cast<size_t>(n) ? r.size() - n + 1 : 0;
-      stats[3 * (n - 1) + 2] += match;
+BleuScore sentence_bleu(const std::string& hyp, const std::vector<std::string>& refs,
+                        BleuOptions options) {
+  options.effective_order = true;
+  std::vector<std::vector<std::string>> streams;
+  for (const auto& r : refs) streams.push_back({r});
+  return corpus_bleu({hyp}, streams, options);
+}
+
+namespace {
+
+using Counts = std::map<std::u32string, long>;
+
+// One segment's n-gram counts per order: characters 1..char_order, then words 1..word_order.
+std::vector<Counts> chrf_ngrams(const std::string& line, const ChrfOptions& o) {
+  const std::string s = o.lowercase ? text::unicode_lower(line) : line;
+  std::vector<Counts> out;
+  std::u32string chars;
+  for (char32_t c : text::decode(s))
+    if (o.whitespace || !text::is_python_space(c)) chars.push_back(c);
+  for (int n = 1; n <= o.char_order; ++n) {
+    Counts counts;
+    for (size_t k = 0; k + n <= chars.size(); ++k) ++counts[chars.substr(k, n)];
+    out.push_back(std::move(counts));
+  }
+  if (o.word_order == 0) return out;
+  // chrF++'s words: split on whitespace, one punctuation mark split off the end (else the start).
+  static const std::u32string kPunct = U"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+  std::vector<std::u32string> words;
+  for (const auto& w8 : text::python_split(s)) {
+    const auto w = text::decode(w8);
+    if (w.size() > 1 && kPunct.find(w.back()) != std::u32string::npos) {
+      words.push_back(w.substr(0, w.size() - 1));
+      words.push_back(w.substr(w.size() - 1));
+    } else if (w.size() > 1 && kPunct.find(w.front()) != std::u32string::npos) {
+      words.push_back(w.substr(0, 1));
+      words.push_back(w.substr(1));
+    } else {
+      words.push_back(w);
     }
   }
+  for (int n = 1; n <= o.word_order; ++n) {
+    Counts counts;
+    for (size_t k = 0; k + n <= words.size(); ++k) {
+      std::u32string gram = words[k];
+      for (int j = 1; j < n; ++j) gram += U' ' + words[k + j];
+      ++counts[gram];
+    }
+    out.push_back(std::move(counts));
+  }
+  return out;
+}
+
+// [hyp, ref, match] per order. A hypothesis n-gram counts only where the reference has n-grams
+// of that order (sacreBLEU's rule: no credit is possible there, so no penalty either).
+std::vector<double> chrf_statistics(const std::vector<Counts>& hyp,
+                                    const std::vector<Counts>& ref) {
+  std::vector<double> stats;
+  for (size_t n = 0; n < hyp.size(); ++n) {
+    long hyp_count = 0, ref_count = 0, match = 0;
+    for (const auto& [g, c] : ref[n]) ref_count += c;
+    for (const auto& [g, c] : hyp[n]) {
+      hyp_count += c;
+      auto it = ref[n].find(g);
+      if (it != ref[n].end()) match += std::min(c, it->second);
+    }
+    stats.insert(stats.end(), {static_cast<double>(ref[n].empty() ? 0 : hyp_count),
+                               static_cast<double>(ref_count), static_cast<double>(match)});
+  }
+  return stats;
+}
+
+double chrf_score(const std::vector<double>& stats, const ChrfOptions& o) {
+  const int orders = o.char_order + o.word_order;
   const double eps = 1e-16, factor = o.beta * o.beta;
   double score = 0, avg_prec = 0, avg_rec = 0;
   int effective = 0;
-  for (int n = 0; n < o.char_order; ++n) {
+  for (int n = 0; n < orders; ++n) {
     const double hyp = stats[3 * n], ref = stats[3 * n + 1], match = stats[3 * n + 2];
     const double prec = hyp > 0 ? match / hyp : eps, rec = ref > 0 ? match / ref : eps;
     const double denom = factor * prec + rec;
@@ -291,12 +391,61 @@ double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::
       ++effective;
     }
   }
-  if (o.eps_smoothing) return 100 * score / o.char_order;
+  if (o.eps_smoothing) return 100 * score / orders;
   if (effective == 0) return 0;
   avg_prec /= effective;
   avg_rec /= effective;
   if (avg_prec + avg_rec == 0) return 0;
   return 100 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
+}
+
+// The segment's statistics against its best reference (the highest segment chrF; the first on
+// ties).
+std::vector<double> best_statistics(const std::string& hyp, const std::vector<std::string>& refs,
+                                    const ChrfOptions& o) {
+  const auto h = chrf_ngrams(hyp, o);
+  std::vector<double> best;
+  double best_score = -1;
+  for (const auto& r : refs) {
+    auto stats = chrf_statistics(h, chrf_ngrams(r, o));
+    const double score = chrf_score(stats, o);
+    if (score > best_score) {
+      best_score = score;
+      best = std::move(stats);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+double corpus_chrf(const std::vector<std::string>& hyps,
+                   const std::vector<std::vector<std::string>>& refs, const ChrfOptions& o) {
+  if (refs.empty()) throw Error("chrF: no reference stream");
+  for (const auto& stream : refs)
+    if (stream.size() != hyps.size())
+      throw Error("chrF: " + std::to_string(hyps.size()) +
+                  " hypotheses but a reference stream has " + std::to_string(stream.size()) +
+                  " lines");
+  std::vector<double> total(3 * (o.char_order + o.word_order), 0.0);
+  for (size_t i = 0; i < hyps.size(); ++i) {
+    std::vector<std::string> segment_refs;
+    for (const auto& stream : refs) segment_refs.push_back(stream[i]);
+    const auto stats = best_statistics(hyps[i], segment_refs, o);
+    for (size_t k = 0; k < total.size(); ++k) total[k] += stats[k];
+  }
+  return chrf_score(total, o);
+}
+
+double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
+                   const ChrfOptions& options) {
+  return corpus_chrf(hyps, std::vector<std::vector<std::string>>{refs}, options);
+}
+
+double sentence_chrf(const std::string& hyp, const std::vector<std::string>& refs,
+                     const ChrfOptions& options) {
+  if (refs.empty()) throw Error("chrF: no reference");
+  return chrf_score(best_statistics(hyp, refs, options), options);
 }
 
 double alignment_error_rate(const Alignment& a, const Alignment& sure, const Alignment& possible) {

@@ -301,6 +301,34 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.startswith("BLEU = "), p.stdout)
 
+    def test_bleu_command_prints_sacrebleus_figures(self):
+        # sacreBLEU 2.6.0's own scores (tests/golden/sacrebleu), through the command line: two
+        # references, every tokenizer, chrF++ and sentence-level scores.
+        golden = os.path.join(HERE, "..", "golden", "sacrebleu")
+        scores = [json.loads(l) for l in open(os.path.join(golden, "scores.jsonl"))]
+        case = os.path.join(golden, "two-refs")
+        refs = ["--ref", os.path.join(case, "ref.txt"), "--ref", os.path.join(case, "ref2.txt")]
+        hyp = ["--hyp", os.path.join(case, "hyp.txt")]
+        for tok in ["13a", "zh", "intl", "char", "none"]:
+            want = next(s["score"] for s in scores
+                        if s["case"] == "two-refs" and s["args"] == f"-m bleu --tokenize {tok}")
+            out = attnkit("bleu", *refs, *hyp, "--tokenize", tok).stdout
+            self.assertEqual(re.search(r"BLEU = ([0-9.]+)", out).group(1), f"{want:.2f}", tok)
+        want = next(s["score"] for s in scores
+                    if s["case"] == "two-refs" and s["args"] == "-m chrf --chrf-word-order 2")
+        out = attnkit("bleu", *refs, *hyp, "--chrf-word-order", "2").stdout
+        self.assertIn(f"chrF2++ = {want:.2f}", out)
+        with open(os.path.join(case, "sentence-m-chrf.json")) as f:
+            sentence_chrf = json.load(f)["scores"]
+        lines = attnkit("bleu", *refs, *hyp, "--sentence-level").stdout.splitlines()
+        self.assertEqual(len(lines), len(sentence_chrf))
+        for line, want in zip(lines, sentence_chrf):
+            self.assertTrue(line.endswith(f"chrF2 = {want:.2f}"), (line, want))
+        r = attnkit("bleu", "--ref", os.path.join(case, "ref.txt"), "--hyp",
+                    os.path.join(golden, "en", "hyp.txt"), expect_ok=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("200 references for 300 hypotheses", r.stderr)
+
 
 TINY_MODEL = os.path.join(HERE, "..", "golden", "tiny_model")
 

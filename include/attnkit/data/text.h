@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 // UTF-8 helpers shared by the corpus readers, tokenizers and metrics.
 namespace attnkit::text {
@@ -22,6 +23,16 @@ std::string squeeze_spaces(std::string_view s);
 
 // ASCII-only lowercasing; other characters are kept as they are.
 std::string ascii_lower(std::string_view s);
+
+// Python's str.isspace() for one character (Unicode's White_Space set less U+180E): what
+// str.split() and str.strip() take as whitespace. sacreBLEU splits and strips with these.
+bool is_python_space(char32_t c);
+// Python's str.split() and str.rstrip() without arguments, on UTF-8.
+std::vector<std::string> python_split(std::string_view s);
+std::string python_rstrip(std::string_view s);
+// Python's str.lower(): full Unicode lowercasing (ICU's root-locale mapping, which like
+// Python's applies SpecialCasing, e.g. U+0130 -> "i\u0307", and the final sigma).
+std::string unicode_lower(std::string_view s);
 
 bool is_cjk(char32_t c);
 

@@ -10,9 +10,13 @@
 // chrF: character 6-grams, beta 2, whitespace removed), and alignment error rate.
 namespace attnkit::eval {
 
-// sacreBLEU's tokenizers: "13a" (mteval-v13a), "zh" (CJK characters split, then 13a), "none".
+// sacreBLEU's tokenizers: "13a" (mteval-v13a), "zh" (CJK characters split, then 13a), "intl"
+// (mteval-v14's international: punctuation and symbols by Unicode category), "char" (every
+// character), "none".
 std::string tokenize_13a(const std::string& line);
 std::string tokenize_zh(const std::string& line);
+std::string tokenize_intl(const std::string& line);
+std::string tokenize_char(const std::string& line);
 std::string tokenize_for_bleu(const std::string& line, const std::string& tokenizer);
 
 struct BleuOptions {
@@ -33,21 +37,33 @@ struct BleuScore {
   std::string format() const;  // "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ...)"
 };
 
-// One reference stream per element of `refs` (each as long as `hyps`).
+// One reference stream per element of `refs` (each as long as `hyps`). The figures equal
+// sacreBLEU 2.6.0's (tests/test_sacrebleu.cpp, on its own scores in tests/golden/sacrebleu/).
 BleuScore corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs,
                       const BleuOptions& options = {});
+// sacreBLEU's --sentence-level BLEU: one hypothesis, its references, effective order on.
+BleuScore sentence_bleu(const std::string& hyp, const std::vector<std::string>& refs,
+                        BleuOptions options = {});
 
 struct ChrfOptions {
   int char_order = 6;
+  int word_order = 0;  // 2: chrF++
   double beta = 2;
   bool eps_smoothing = false;
   bool whitespace = false;  // keep whitespace in character n-grams
+  bool lowercase = false;
 };
 
-// Corpus chrF over a single reference stream, 0..100.
+// Corpus chrF (chrF++ with word_order 2), 0..100: each segment's statistics against its best
+// reference, summed over the corpus.
+double corpus_chrf(const std::vector<std::string>& hyps,
+                   const std::vector<std::vector<std::string>>& refs,
+                   const ChrfOptions& options = {});
 double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
                    const ChrfOptions& options = {});
+double sentence_chrf(const std::string& hyp, const std::vector<std::string>& refs,
+                     const ChrfOptions& options = {});
 
 // Alignment links are (source position, target position).
 using Alignment = std::set<std::pair<int, int>>;
