@@ -1,8 +1,9 @@
 // attnkit's BLEU and chrF against sacreBLEU 2.6.0's own scores: tests/golden/sacrebleu/ holds
 // seven cases (English, mixed case, Chinese, Unicode spaces, short and empty lines, two
 // references) with the corpus scores sacreBLEU printed for each set of arguments (scores.jsonl)
-// and its sentence-level scores (sentence-*.json). Every figure must agree to the 4 decimals
-// sacreBLEU printed (-w 4), and BLEU's hypothesis and reference lengths exactly.
+// and its sentence-level scores (sentence-*.json): BLEU, chrF, chrF++ and TER. Every figure must
+// agree to the 4 decimals sacreBLEU printed (-w 4), and BLEU's hypothesis and reference lengths
+// exactly.
 
 #include <gtest/gtest.h>
 
@@ -144,6 +145,30 @@ TEST(SacreBleu, SentenceScoresEqualItsScores) {
     }
   }
   EXPECT_EQ(checked, 3 * 1500);
+}
+
+TEST(SacreBleu, CorpusTerEqualsItsScores) {
+  int checked = 0;
+  for (const auto& line : score_lines()) {
+    const std::string args = line["args"];
+    if (!has(args, "ter")) continue;
+    const auto& c = load(line["case"]);
+    SCOPED_TRACE(line["case"].get<std::string>() + ": " + args);
+    EXPECT_NEAR(corpus_ter(c.hyps, c.refs).score, line["score"].get<double>(), kPrinted);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+// Shifts: a moved run costs one edit, not two per word.
+TEST(SacreBleu, TerCountsAShiftAsOneEdit) {
+  const std::vector<std::string> ref = {"the", "cat", "sat", "on", "the", "mat"};
+  EXPECT_EQ(translation_edits({"on", "the", "mat", "the", "cat", "sat"}, ref),
+            (std::pair<int64_t, int64_t>{1, 6}));
+  EXPECT_EQ(translation_edits({"the", "cat", "sat", "on", "the", "mat"}, ref),
+            (std::pair<int64_t, int64_t>{0, 6}));
+  EXPECT_EQ(translation_edits({}, ref), (std::pair<int64_t, int64_t>{6, 6}));
+  EXPECT_EQ(translation_edits({"a", "b"}, {}), (std::pair<int64_t, int64_t>{2, 0}));
 }
 
 // The corpus-chrF case that exposed the aggregation: a hypothesis's n-grams of an order its

@@ -153,6 +153,7 @@ int run_bleu(const EvalArgs& a) {
   if (!a.sentence_level) {
     std::printf("%s\n", eval::corpus_bleu(hyps, refs, bo).format().c_str());
     std::printf("%s = %.2f\n", chrf_name.c_str(), eval::corpus_chrf(hyps, refs, co));
+    std::printf("TER = %.2f\n", eval::corpus_ter(hyps, refs).score);
     return 0;
   }
   for (size_t i = 0; i < hyps.size(); ++i) {  // one line per hypothesis
@@ -185,7 +186,8 @@ Command add_eval_command(CLI::App& parent) {
 }
 
 Command add_bleu_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("bleu", "Corpus BLEU and chrF, as sacreBLEU computes them");
+  auto* app =
+      parent.add_subcommand("bleu", "Corpus BLEU, chrF and TER, as sacreBLEU 2.6 computes them");
   auto a = std::make_shared<EvalArgs>();
   app->add_option("--ref", a->refs, "References, one a line; repeat for several references")
       ->required()

@@ -318,6 +318,8 @@ class TranslationCli(unittest.TestCase):
                     if s["case"] == "two-refs" and s["args"] == "-m chrf --chrf-word-order 2")
         out = attnkit("bleu", *refs, *hyp, "--chrf-word-order", "2").stdout
         self.assertIn(f"chrF2++ = {want:.2f}", out)
+        want = next(s["score"] for s in scores if s["case"] == "two-refs" and s["args"] == "-m ter")
+        self.assertIn(f"TER = {want:.2f}", out)
         with open(os.path.join(case, "sentence-m-chrf.json")) as f:
             sentence_chrf = json.load(f)["scores"]
         lines = attnkit("bleu", *refs, *hyp, "--sentence-level").stdout.splitlines()

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -64,6 +65,20 @@ double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::
                    const ChrfOptions& options = {});
 double sentence_chrf(const std::string& hyp, const std::vector<std::string>& refs,
                      const ChrfOptions& options = {});
+
+// Translation edit rate as sacreBLEU computes it (default options: lowercased, split on
+// whitespace, Tercom's shifts): 100 x the fewest edits over the mean reference length, each
+// segment against its closest reference.
+struct TerScore {
+  double score =
+      0;  // 0.. (above 100 when the hypotheses need more edits than references have words)
+  double edits = 0, ref_length = 0;
+};
+TerScore corpus_ter(const std::vector<std::string>& hyps,
+                    const std::vector<std::vector<std::string>>& refs);
+// One segment's (edits, reference length) on words.
+std::pair<int64_t, int64_t> translation_edits(const std::vector<std::string>& hyp,
+                                              const std::vector<std::string>& ref);
 
 // Alignment links are (source position, target position).
 using Alignment = std::set<std::pair<int, int>>;
