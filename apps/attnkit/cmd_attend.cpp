@@ -18,6 +18,7 @@
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/viz/plot.h"
+#include "checks.h"
 #include "commands.h"
 #include "format.h"
 
@@ -254,10 +255,16 @@ Command add_attend_command(CLI::App& parent) {
   app->add_option("--hard-gradient", a->hard_gradient,
                   "none | straight-through | gumbel (with --train)")
       ->capture_default_str();
-  app->add_option("--hidden-size", a->hidden_size, "Additive score width (0: key size)");
-  app->add_option("--heads", a->heads, "Heads for --mode multihead")->capture_default_str();
-  app->add_option("--window", a->window, "Local window half-width D")->capture_default_str();
+  app->add_option("--hidden-size", a->hidden_size, "Additive score width (0: key size)")
+      ->check(checks::non_negative());
+  app->add_option("--heads", a->heads, "Heads for --mode multihead")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--window", a->window, "Local window half-width D")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--temperature", a->temperature, "Gumbel-softmax temperature")
+      ->check(checks::positive())
       ->capture_default_str();
   app->add_option("--output-size", a->output_size,
                   "Combine output width (default: from the state_dict, else V's width)");

@@ -11,6 +11,7 @@
 #include "attnkit/data/synthetic.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/io/pt_file.h"
+#include "checks.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -217,9 +218,15 @@ Command add_corpus_command(CLI::App& parent) {
       ->required();
   prepare->add_flag("--reverse", a->reverse, "Swap the columns (translate target -> source)");
   prepare->add_flag("--strict", a->strict, "Stop at the first malformed line");
-  prepare->add_option("--valid", a->valid, "Validation fraction")->capture_default_str();
-  prepare->add_option("--test", a->test, "Test fraction")->capture_default_str();
-  prepare->add_option("--max-len", a->max_len, "Longest side in tokens")->capture_default_str();
+  prepare->add_option("--valid", a->valid, "Validation fraction")
+      ->check(checks::fraction())
+      ->capture_default_str();
+  prepare->add_option("--test", a->test, "Test fraction")
+      ->check(checks::fraction())
+      ->capture_default_str();
+  prepare->add_option("--max-len", a->max_len, "Longest side in tokens")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
   prepare->add_option("--seed", a->seed, "Split seed")->capture_default_str();
   tokenizers(prepare);
 

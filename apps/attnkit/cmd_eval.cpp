@@ -14,6 +14,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/eval/metrics.h"
 #include "attnkit/seq2seq/translator.h"
+#include "checks.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -178,9 +179,13 @@ Command add_eval_command(CLI::App& parent) {
                   "A second model (e.g. --no-attention) to compare by length");
   app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | intl | char | none")
       ->capture_default_str();
-  app->add_option("--beam", a->search.beam_size)->capture_default_str();
-  app->add_option("--bucket", a->bucket, "Source-length bucket width")->capture_default_str();
-  app->add_option("--examples", a->examples, "Translations to show")->capture_default_str();
+  app->add_option("--beam", a->search.beam_size)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--bucket", a->bucket, "Source-length bucket width")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--examples", a->examples, "Translations to show")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_flag("--reverse", a->reverse);
   return {app, [a] { return run_eval(*a); }, ThreadPolicy::Blas};
 }

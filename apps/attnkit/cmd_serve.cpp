@@ -7,6 +7,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/serve/server.h"
 #include "attnkit/viz/plot.h"
+#include "checks.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -17,12 +18,20 @@ Command add_serve_command(CLI::App& parent) {
   auto o = std::make_shared<serve::ServerOptions>();
   app->add_option("--model", o->model_dir, "Model directory (without it: the playground only)");
   app->add_option("--host", o->host, "Address to listen on")->capture_default_str();
-  app->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
-  app->add_option("--workers", o->threads, "HTTP worker threads")->capture_default_str();
-  app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")
+  app->add_option("--port", o->port, "Port (0: any free port)")
+      ->check(checks::port())
       ->capture_default_str();
-  app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")->capture_default_str();
+  app->add_option("--workers", o->threads, "HTTP worker threads")
+      ->check(checks::range(1, 256))
+      ->capture_default_str();
+  app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")
+      ->check(checks::range(1, 4096))
+      ->capture_default_str();
   app->add_option("--timeout", o->request_timeout_s, "Seconds before a translation request fails")
+      ->check(checks::range(0, 86400, true))
       ->capture_default_str();
   return {app,
           [o] {

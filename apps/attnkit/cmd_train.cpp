@@ -15,6 +15,7 @@
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/launcher.h"
 #include "attnkit/train/trainer.h"
+#include "checks.h"
 #include "commands.h"
 #include "progress.h"
 
@@ -260,20 +261,23 @@ Command add_train_command(CLI::App& parent) {
                   "en | en-lower | en-norm | zh | spm | spm:<model>")
       ->capture_default_str();
   app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")
+      ->check(checks::at_least(8))
       ->capture_default_str();
   app->add_option("--min-freq", a->min_freq, "Minimum token count for the vocabularies")
+      ->check(checks::at_least(1))
       ->capture_default_str();
   app->add_option("--max-vocab", a->max_vocab, "Largest vocabulary (0: no limit)")
       ->capture_default_str();
   app->add_option("--max-len", a->max_len, "Drop pairs with a longer side (tokens)")
+      ->check(checks::at_least(1))
       ->capture_default_str();
   app->add_flag("--reverse", a->reverse, "Swap the TSV columns");
   app->add_flag("--strict", a->strict, "Stop at the first malformed line");
-  app->add_option("--embed", a->embed)->capture_default_str();
-  app->add_option("--hidden", a->hidden)->capture_default_str();
-  app->add_option("--layers", a->layers)->capture_default_str();
+  app->add_option("--embed", a->embed)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--hidden", a->hidden)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--layers", a->layers)->check(checks::at_least(1))->capture_default_str();
   app->add_flag("--unidirectional", a->unidirectional, "A one-direction encoder");
-  app->add_option("--dropout", a->dropout)->capture_default_str();
+  app->add_option("--dropout", a->dropout)->check(checks::fraction())->capture_default_str();
   app->add_flag("--no-attention", a->no_attention,
                 "The baseline: one fixed context C from the encoder");
   app->add_option("--score", a->score, choices(score_kind_names()))->capture_default_str();
@@ -281,37 +285,61 @@ Command add_train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--hard-gradient", a->hard_gradient, choices(hard_gradient_names()))
       ->capture_default_str();
-  app->add_option("--temperature", a->temperature, "Gumbel temperature")->capture_default_str();
-  app->add_option("--window", a->window, "Local attention half-width")->capture_default_str();
+  app->add_option("--temperature", a->temperature, "Gumbel temperature")
+      ->check(checks::positive())
+      ->capture_default_str();
+  app->add_option("--window", a->window, "Local attention half-width")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_flag("--no-input-feeding", a->no_input_feeding);
   app->add_option("--self-attention-layers", a->self_attention_layers,
                   "Multi-head self-attention layers over the encoder states")
+      ->check(checks::non_negative())
       ->capture_default_str();
-  app->add_option("--heads", a->heads)->capture_default_str();
-  app->add_option("--epochs", o.epochs)->capture_default_str();
-  app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)");
-  app->add_option("--max-steps", o.max_steps, "Stop after this many steps (checkpointed)");
-  app->add_option("--batch-size", o.batch_size)->capture_default_str();
-  app->add_option("--lr", o.learning_rate)->capture_default_str();
-  app->add_option("--clip", o.clip, "Gradient-norm clipping (0: off)")->capture_default_str();
-  app->add_option("--teacher-forcing", o.teacher_forcing)->capture_default_str();
-  app->add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
-  app->add_option("--lr-decay", o.lr_decay)->capture_default_str();
-  app->add_option("--lr-patience", o.lr_patience)->capture_default_str();
+  app->add_option("--heads", a->heads)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--epochs", o.epochs)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)")
+      ->check(checks::non_negative());
+  app->add_option("--max-steps", o.max_steps, "Stop after this many steps (checkpointed)")
+      ->check(checks::non_negative());
+  app->add_option("--batch-size", o.batch_size)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--lr", o.learning_rate)->check(checks::positive())->capture_default_str();
+  app->add_option("--clip", o.clip, "Gradient-norm clipping (0: off)")
+      ->check(checks::non_negative())
+      ->capture_default_str();
+  app->add_option("--teacher-forcing", o.teacher_forcing)
+      ->check(checks::probability())
+      ->capture_default_str();
+  app->add_option("--label-smoothing", o.label_smoothing)
+      ->check(checks::fraction())
+      ->capture_default_str();
+  app->add_option("--lr-decay", o.lr_decay)
+      ->check(checks::range(0, 1, true))
+      ->capture_default_str();
+  app->add_option("--lr-patience", o.lr_patience)
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--early-stop", o.early_stop,
                   "Epochs without improvement before stopping (0: never)")
+      ->check(checks::non_negative())
       ->capture_default_str();
-  app->add_option("--checkpoint-every", o.checkpoint_every)->capture_default_str();
-  app->add_option("--valid-bleu-sentences", o.valid_bleu_sentences)->capture_default_str();
+  app->add_option("--checkpoint-every", o.checkpoint_every)
+      ->check(checks::non_negative())
+      ->capture_default_str();
+  app->add_option("--valid-bleu-sentences", o.valid_bleu_sentences)
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--seed", o.seed)->capture_default_str();
   app->add_flag("--resume", o.resume, "Continue from MODEL_DIR/checkpoint.pt");
   app->add_flag("--quiet", a->quiet, "No progress bar");
   app->add_option("--nproc", a->nproc,
                   "Data-parallel workers on this machine (Gloo over 127.0.0.1); multi-machine runs "
                   "use RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them")
+      ->check(checks::at_least(1))
       ->capture_default_str();
   app->add_option("--dist-timeout", a->dist_timeout,
                   "Seconds a rank waits for the others before failing")
+      ->check(checks::positive())
       ->capture_default_str();
   CLI::App* root = &parent;
   return {app,

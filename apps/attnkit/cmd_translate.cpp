@@ -18,6 +18,7 @@
 #include "attnkit/io/pt_file.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/viz/plot.h"
+#include "checks.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -113,15 +114,23 @@ Command add_translate_command(CLI::App& parent) {
   app->add_option("--output", a->output, "Output file (default: stdout)");
   app->add_option("--format", a->format, "text | json (tokens, scores, attention matrix)")
       ->capture_default_str();
-  app->add_option("--beam", a->search.beam_size, "Beam size (1: greedy)")->capture_default_str();
-  app->add_option("--nbest", a->search.nbest, "Hypotheses per sentence")->capture_default_str();
-  app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")
+  app->add_option("--beam", a->search.beam_size, "Beam size (1: greedy)")
+      ->check(checks::at_least(1))
       ->capture_default_str();
-  app->add_option("--max-length-ratio", a->search.max_length_ratio)->capture_default_str();
-  app->add_option("--batch-size", a->batch_size)->capture_default_str();
+  app->add_option("--nbest", a->search.nbest, "Hypotheses per sentence")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")
+      ->check(checks::non_negative())
+      ->capture_default_str();
+  app->add_option("--max-length-ratio", a->search.max_length_ratio)
+      ->check(checks::positive())
+      ->capture_default_str();
+  app->add_option("--batch-size", a->batch_size)->check(checks::at_least(1))->capture_default_str();
   app->add_option("--parallel-batches", a->parallel_batches,
                   "Batches translated at once, one per thread (0: one per --threads; 1: one "
                   "batch at a time on all threads)")
+      ->check(checks::non_negative())
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,35 @@ void check_written_by_older(const std::string& path, const json& config) {
                 "; its format may have changed: upgrade attnkit to use this model");
 }
 
+// Sizes a model can be built with, so that a hand-edited or damaged config is refused naming its
+// key instead of crashing while the model is built.
+void check_model_options(const std::string& path, const Seq2SeqOptions& m) {
+  auto require = [&](bool ok, const std::string& key, const std::string& rule, double value) {
+    if (!ok)
+      throw Error(path + ": model." + key + " must be " + rule + ", got " +
+                  nlohmann::json(value).dump());
+  };
+  require(m.source_vocab() >= 4, "source_vocab", "at least 4 (the special tokens)",
+          m.source_vocab());
+  require(m.target_vocab() >= 4, "target_vocab", "at least 4 (the special tokens)",
+          m.target_vocab());
+  require(m.embed_size() >= 1, "embed_size", "at least 1", m.embed_size());
+  require(m.hidden_size() >= 1, "hidden_size", "at least 1", m.hidden_size());
+  require(m.layers() >= 1, "layers", "at least 1", m.layers());
+  require(m.dropout() >= 0 && m.dropout() < 1, "dropout", "in [0, 1)", m.dropout());
+  require(m.temperature() > 0 && std::isfinite(m.temperature()), "temperature", "a positive number",
+          m.temperature());
+  require(m.window() >= 0, "window", "at least 0", m.window());
+  require(m.self_attention_layers() >= 0, "self_attention_layers", "at least 0",
+          m.self_attention_layers());
+  require(m.self_attention_heads() >= 1, "self_attention_heads", "at least 1",
+          m.self_attention_heads());
+  const int64_t width = m.hidden_size() * (m.bidirectional() ? 2 : 1);
+  require(m.self_attention_layers() == 0 || width % m.self_attention_heads() == 0,
+          "self_attention_heads", "a divisor of the encoder width " + std::to_string(width),
+          m.self_attention_heads());
+}
+
 }  // namespace
 
 ModelConfig load_config(const std::string& dir) {
@@ -113,6 +143,7 @@ ModelConfig load_config(const std::string& dir) {
             .input_feeding(m.at("input_feeding").get<bool>())
             .self_attention_layers(m.at("self_attention_layers").get<int64_t>())
             .self_attention_heads(m.at("self_attention_heads").get<int64_t>());
+    check_model_options(path, c.model);
     return c;
   } catch (const json::exception& e) {
     throw Error(path + ": malformed config (" + e.what() + ")");

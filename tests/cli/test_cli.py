@@ -70,6 +70,44 @@ class Cli(unittest.TestCase):
         self.assertEqual(attnkit("attend", "--mode", "notes").stdout, out)
         self.assertEqual(attnkit("attend", "--mode", "seed").stdout, out)  # the old name
 
+    def test_numeric_options_are_checked_where_they_are_parsed(self):
+        # Each of these crashed, hung or was quietly used before: now refused, naming the option.
+        cases = [("train", "--train", "x", "--model-dir", "m", "--layers", "0"),
+                 ("train", "--train", "x", "--model-dir", "m", "--lr", "inf"),
+                 ("train", "--train", "x", "--model-dir", "m", "--batch-size", "0"),
+                 ("train", "--train", "x", "--model-dir", "m", "--epochs", "0"),
+                 ("train", "--train", "x", "--model-dir", "m", "--dropout", "1"),
+                 ("translate", "--model", "m", "--beam", "0"),
+                 ("translate", "--model", "m", "--beam", "-2"),
+                 ("translate", "--model", "m", "--max-length-ratio", "nan"),
+                 ("eval", "--model", "m", "--test", "t", "--bucket", "0"),
+                 ("serve", "--port", "70000"),
+                 ("serve", "--timeout", "nan"),
+                 ("serve", "--timeout", "-1"),
+                 ("serve", "--max-batch", "0"),
+                 ("corpus", "prepare", "in.tsv", "--out-dir", "d", "--valid", "nan")]
+        for args in cases:
+            option = next(a for a in reversed(args) if a.startswith("--"))
+            p = attnkit(*args, expect_ok=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(option, p.stderr, args)
+
+    def test_a_config_the_weights_cannot_be_built_from_is_refused_by_key(self):
+        model = os.path.join(self.dir, "broken_model")
+        shutil.copytree(TINY_MODEL, model)
+        config_path = os.path.join(model, "config.json")
+        with open(config_path) as f:
+            config = json.load(f)
+        for key, value in [("layers", 0), ("hidden_size", -4), ("embed_size", 0), ("dropout", 1.5)]:
+            broken = json.loads(json.dumps(config))
+            broken["model"][key] = value
+            with open(config_path, "w") as f:
+                json.dump(broken, f)
+            p = subprocess.run([BIN, "translate", "--model", model], input="Open the file\n",
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, (key, p.stderr))
+            self.assertIn(f"config.json: model.{key} must be", p.stderr)
+
     def test_info_names_the_blas(self):
         out = attnkit("info").stdout
         self.assertIn("LibTorch  1.13", out)

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+// Validators for numeric options: every number a command takes is checked where it is parsed,
+// so that 0 layers, a NaN learning rate or port 70000 is refused with the option's name instead
+// of crashing (or being quietly used) later. CLI11's own range checks let NaN through.
+namespace attnkit::cli::checks {
+
+// A finite number in [lo, hi] (either bound may be infinite); `open_lo` and `open_hi` exclude
+// the bound.
+inline CLI::Validator range(double lo, double hi, bool open_lo = false, bool open_hi = false) {
+  std::string what = std::string(open_lo ? "(" : "[") +
+                     (std::isinf(lo) ? "-inf" : CLI::detail::to_string(lo)) + ", " +
+                     (std::isinf(hi) ? "inf" : CLI::detail::to_string(hi)) + (open_hi ? ")" : "]");
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        double x;
+        try {
+          size_t used = 0;
+          x = std::stod(value, &used);
+          if (used != value.size()) return "'" + value + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + value + "' is not a number";
+        }
+        if (!std::isfinite(x)) return value + " is not a finite number";
+        if (x < lo || x > hi || (open_lo && x == lo) || (open_hi && x == hi))
+          return value + " is outside " + what;
+        return "";
+      },
+      "in " + what);
+}
+
+inline CLI::Validator positive() { return range(0, std::numeric_limits<double>::infinity(), true); }
+inline CLI::Validator at_least(double lo) {
+  return range(lo, std::numeric_limits<double>::infinity());
+}
+inline CLI::Validator non_negative() { return at_least(0); }
+// Probabilities of dropping or smoothing: 1 would leave nothing.
+inline CLI::Validator fraction() { return range(0, 1, false, true); }
+inline CLI::Validator probability() { return range(0, 1); }
+inline CLI::Validator port() { return range(0, 65535); }
+
+}  // namespace attnkit::cli::checks
