@@ -131,6 +131,26 @@ TEST(Gettext, PoSyntaxErrorNamesFileAndLine) {
   }
 }
 
+// Plural indexes that crashed the reader (msgstr[-1] a segfault, msgstr[x] "stoul", a huge one
+// bad_alloc) are errors naming the file and line, as any syntax error.
+TEST(Gettext, BadPluralIndexesAreErrorsWithFileAndLine) {
+  testing::ScratchDir dir("bad_plural");
+  for (const std::string keyword :
+       {"msgstr[-1]", "msgstr[x]", "msgstr[99999999999]", "msgstr[]", "msgstr[", "msgstr1]"}) {
+    const auto path = dir / "attnkit_plural.po";
+    std::ofstream(path) << "msgid \"a\"\nmsgid_plural \"as\"\nmsgstr[0] \"b\"\n"
+                        << keyword << " \"c\"\n";
+    try {
+      read_po(path.string());
+      FAIL() << keyword << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attnkit_plural.po:4: bad keyword '" + keyword + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // Writes a .mo file like msgfmt does, in either byte order.
 void write_mo(const std::string& path,
               const std::vector<std::pair<std::string, std::string>>& messages, bool big_endian) {

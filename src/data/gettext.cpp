@@ -180,10 +180,16 @@ std::vector<CatalogEntry> read_po(const std::string& path) {
     } else if (keyword.rfind("msgstr", 0) == 0) {
       size_t index = 0;
       if (keyword.size() > 6) {
-        if (keyword[6] != '[' || keyword.back() != ']')
+        // msgstr[N]: N a plural form's index. Languages have at most six forms; anything but one
+        // or two digits is a damaged file, not a reason to allocate or to read past the entry.
+        const auto digits = keyword.substr(7, keyword.size() > 8 ? keyword.size() - 8 : 0);
+        const bool ok =
+            keyword[6] == '[' && keyword.back() == ']' && !digits.empty() && digits.size() <= 2 &&
+            std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!ok)
           throw Error(path + ":" + std::to_string(no) + ": bad keyword '" + std::string(keyword) +
-                      "'");
-        index = std::stoul(std::string(keyword.substr(7, keyword.size() - 8)));
+                      "' (a plural form is msgstr[0] to msgstr[99])");
+        index = std::stoul(std::string(digits));
       }
       if (current.msgstr.size() <= index) current.msgstr.resize(index + 1);
       current.msgstr[index] = unquote(l);

@@ -67,9 +67,32 @@ at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
   return at::tensor(values).reshape({static_cast<int64_t>(j.size()), static_cast<int64_t>(cols)});
 }
 
+// body[name] as a string, or `fallback` when absent; another JSON type is the request's fault.
+std::string string_field(const json& body, const char* name, const std::string& fallback) {
+  if (!body.contains(name)) return fallback;
+  if (!body[name].is_string())
+    throw BadRequest{400, std::string("'") + name + "' must be a string"};
+  return body[name].get<std::string>();
+}
+
+// body[name] as an integer in [lo, hi], or `fallback` when absent.
+int int_field(const json& body, const char* name, int fallback, int lo, int hi) {
+  if (!body.contains(name)) return fallback;
+  const auto& v = body[name];
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (!v.is_number_integer())
+    throw BadRequest{400, std::string("'") + name + "' must be an integer in " + range};
+  // Compared as JSON's own integer, so that 4294967297 is not read as 1.
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                                     static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) throw BadRequest{400, std::string("'") + name + "' must be in " + range};
+  return static_cast<int>(v.get<int64_t>());
+}
+
 json attend(const json& body) {
-  const std::string mechanism = body.value("mechanism", "soft");
-  const std::string score = body.value("score", mechanism == "self" ? "scaled-dot" : "dot");
+  const std::string mechanism = string_field(body, "mechanism", "soft");
+  const std::string score = string_field(body, "score", mechanism == "self" ? "scaled-dot" : "dot");
   if (mechanism != "soft" && mechanism != "hard" && mechanism != "self")
     throw BadRequest{400, "mechanism must be soft, hard or self"};
   if (score_has_parameters(parse_score_kind(score)))
@@ -129,9 +152,7 @@ json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
     throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
                               std::to_string(o.max_text_bytes)};
   if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
-  const int beam = body.value("beam", 5);
-  if (beam < 1 || beam > o.max_beam)
-    throw BadRequest{400, "beam must be 1.." + std::to_string(o.max_beam)};
+  const int beam = int_field(body, "beam", 5, 1, o.max_beam);
   auto future = batcher.submit(text, beam);
   if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
       std::future_status::ready)
@@ -186,6 +207,16 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher) 
                   throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
                 reply(res, 200, translate(parse_body(req), *batcher, o));
               }));
+  // The POST endpoints answer other methods with 405 and the method they take.
+  for (const char* path : {"/api/translate", "/api/attend"}) {
+    auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", "POST");
+      reply(res, 405, {{"error", req.method + " is not allowed here; use POST"}});
+    };
+    server.Get(path, not_allowed);
+    server.Put(path, not_allowed);
+    server.Delete(path, not_allowed);
+  }
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
   });
@@ -197,7 +228,8 @@ int bind(httplib::Server& server, const ServerOptions& o) {
                                : (server.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port < 0)
     throw Error("serve: cannot listen on " + o.host +
-                (o.port ? ":" + std::to_string(o.port) : std::string()));
+                (o.port ? ":" + std::to_string(o.port) : std::string()) +
+                " (the port is in use, or the address is not this machine's)");
   return port;
 }
 
@@ -220,6 +252,12 @@ int run_server(const ServerOptions& o) {
     return new httplib::ThreadPool(std::max(1, threads));
   };
   server.set_payload_max_length(o.max_body_bytes);
+  // cpp-httplib sets SO_REUSEPORT by default, which lets a second server bind the same port and
+  // take half its connections: only SO_REUSEADDR (a restart may bind while old connections close).
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
   add_page(server);

@@ -520,6 +520,31 @@ class ServeCli(unittest.TestCase):
             if status != 413 or body:
                 self.assertIn("error", body)
 
+    def test_wrong_json_types_and_methods_are_the_clients_fault(self):
+        cases = [({"text": "hi", "beam": "5"}, "'beam' must be an integer"),
+                 ({"text": "hi", "beam": None}, "'beam' must be an integer"),
+                 ({"text": "hi", "beam": 2.5}, "'beam' must be an integer"),
+                 ({"text": "hi", "beam": 4294967297}, "'beam' must be in 1..10"),
+                 ({"text": "hi", "beam": -1}, "'beam' must be in 1..10")]
+        for body, message in cases:
+            status, r = self.request("api/translate", body)
+            self.assertEqual((status, message in r.get("error", "")), (400, True), (body, r))
+        status, r = self.request("api/attend", {"mechanism": 5, "q": [[1]], "k": [[1]]})
+        self.assertEqual(status, 400, r)
+        self.assertIn("'mechanism' must be a string", r["error"])
+        for path in ["api/translate", "api/attend"]:
+            try:
+                urllib.request.urlopen(self.url + path, timeout=30)
+                self.fail(f"GET {path} was answered")
+            except urllib.error.HTTPError as e:
+                self.assertEqual((e.code, e.headers["Allow"]), (405, "POST"), path)
+
+    def test_a_second_server_on_the_same_port_is_refused(self):
+        port = re.search(r":(\d+)/", self.url).group(1)
+        p = subprocess.run([BIN, "serve", "--port", port], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", p.stderr)
+
     def test_concurrent_requests_are_batched_and_all_answered(self):
         sentences = [f"Open file number {i}" for i in range(24)]
         before = self.request("healthz")[1]
