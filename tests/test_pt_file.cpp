@@ -11,6 +11,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/io/pt_file.h"
+#include "io/unpickler.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -146,6 +147,47 @@ TEST(PtFile, CorruptPickleOpcodesAreClearErrors) {
     }
   }
   EXPECT_GT(errors, 100);
+}
+
+}  // namespace
+}  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+// A pickle of a list nested `depth` deep: [[[...]]] (EMPTY_LIST x depth, then APPEND x depth-1).
+std::string nested_list_pickle(int depth) {
+  std::string p = "\x80\x02";
+  p += std::string(depth, ']') + std::string(depth - 1, 'a') + ".";
+  return p;
+}
+
+io::detail::StorageLoader no_storage = [](const std::string&, at::ScalarType, int64_t) {
+  return at::Tensor();
+};
+
+// A file of 200,000 nested lists (400 KB) segfaulted: the objects were freed recursively. The
+// depth is bounded while reading and the objects are freed with a work list.
+TEST(Unpickler, DeepNestingIsRefusedWithoutCrashing) {
+  const auto ok = nested_list_pickle(io::detail::kMaxPickleDepth);
+  EXPECT_EQ(io::detail::unpickle(ok.data(), ok.size(), "ok.pkl", no_storage)->kind,
+            io::detail::PyObject::Kind::List);
+  const auto deep = nested_list_pickle(200000);
+  try {
+    io::detail::unpickle(deep.data(), deep.size(), "deep.pkl", no_storage);
+    FAIL() << "200,000 levels were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.pkl: corrupt or unsupported pickle"),
+              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 1000"), std::string::npos) << e.what();
+  }
+}
+
+// l = []; l.append(l): refused rather than converted forever.
+TEST(Unpickler, AListThatContainsItselfIsRefused) {
+  const char bytes[] = {'\x80', '\x02', ']', 'q', '\0', 'h', '\0', 'a', '.'};  // BINPUT, BINGET 0
+  const std::string p(bytes, sizeof bytes);
+  EXPECT_THROW(io::detail::unpickle(p.data(), p.size(), "cycle.pkl", no_storage), Error);
 }
 
 }  // namespace

@@ -103,10 +103,45 @@ class Unpickler {
     if (stack_.size() != 1)
       fail("the program ended with " + std::to_string(stack_.size()) +
            " values on the stack instead of 1");
+    check_nesting(stack_.back());
     return stack_.back();
   }
 
  private:
+  // The value's containers nest at most kMaxPickleDepth deep and never contain themselves, so
+  // that the recursive conversions after reading are safe. A depth-first walk with an explicit
+  // stack; a shared container is walked once.
+  void check_nesting(const PyRef& root) const {
+    std::unordered_map<const PyObject*, bool> done;  // false: on the current path
+    std::vector<std::pair<const PyObject*, size_t>> path = {{root.get(), 0}};
+    done[root.get()] = false;
+    auto children = [](const PyObject* o) {
+      std::vector<const PyObject*> out;
+      for (const auto& i : o->items) out.push_back(i.get());
+      for (const auto& [k, v] : o->dict) out.insert(out.end(), {k.get(), v.get()});
+      return out;
+    };
+    while (!path.empty()) {
+      auto& [node, next] = path.back();
+      const auto kids = children(node);
+      if (next == kids.size()) {
+        done[node] = true;
+        path.pop_back();
+        continue;
+      }
+      const PyObject* child = kids[next++];
+      auto it = done.find(child);
+      if (it != done.end()) {
+        if (!it->second) fail("a container contains itself");
+        continue;
+      }
+      if (path.size() >= static_cast<size_t>(kMaxPickleDepth))
+        fail("values nested deeper than " + std::to_string(kMaxPickleDepth) + " levels");
+      done[child] = false;
+      path.emplace_back(child, 0);
+    }
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(source_ + ": corrupt or unsupported pickle at byte " + std::to_string(op_pos_) +
                 ": " + what);
@@ -497,6 +532,27 @@ class Unpickler {
 };
 
 }  // namespace
+
+PyObject::~PyObject() {
+  // Children this object holds the last reference to are emptied before they are released, so
+  // each destructor below runs on an empty container.
+  std::vector<PyRef> pending;
+  auto take = [&pending](PyObject& o) {
+    for (auto& i : o.items) pending.push_back(std::move(i));
+    for (auto& [k, v] : o.dict) {
+      pending.push_back(std::move(k));
+      pending.push_back(std::move(v));
+    }
+    o.items.clear();
+    o.dict.clear();
+  };
+  take(*this);
+  while (!pending.empty()) {
+    PyRef o = std::move(pending.back());
+    pending.pop_back();
+    if (o && o.use_count() == 1) take(*o);
+  }
+}
 
 std::string kind_name(Kind kind) {
   switch (kind) {

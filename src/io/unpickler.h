@@ -41,7 +41,17 @@ struct PyObject {
   std::vector<PyRef> items;                   // Tuple, List
   std::vector<std::pair<PyRef, PyRef>> dict;  // Dict, in insertion order
   at::Tensor tensor;                          // Storage (flat, 1-D) and Tensor
+
+  PyObject() = default;
+  PyObject(const PyObject&) = delete;
+  PyObject& operator=(const PyObject&) = delete;
+  // Frees nested containers with a work list, not by recursion: a file may nest lists 200,000
+  // deep, which a recursive destructor would overflow the stack on.
+  ~PyObject();
 };
+
+// How deeply containers may nest in a file attnkit reads (torch.save'd state_dicts nest 2 or 3).
+constexpr int kMaxPickleDepth = 1000;
 
 std::string kind_name(PyObject::Kind kind);
 
@@ -50,7 +60,8 @@ using StorageLoader =
     std::function<at::Tensor(const std::string& key, at::ScalarType dtype, int64_t numel)>;
 
 // Runs a pickle program (protocol <= 5 opcodes that torch.save uses). Throws attnkit::Error
-// naming `source` and the byte offset on anything malformed or unsupported.
+// naming `source` and the byte offset on anything malformed or unsupported, including values
+// nested deeper than kMaxPickleDepth or containing themselves.
 PyRef unpickle(const char* data, size_t size, const std::string& source,
                const StorageLoader& load_storage);
 
