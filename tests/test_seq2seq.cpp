@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -309,6 +313,49 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
   }
   t.vocab.save((dir / "target.vocab").string());
   EXPECT_NO_THROW(seq2seq::Translator translator(dir.str()));
+}
+
+// A full disk while saving (a file-size limit in a child process stands in for it): an error
+// naming the file, no temporary left, and the previous weights intact; it aborted the process in
+// LibTorch's writer before.
+TEST(ModelDirectory, AFullDiskKeepsThePreviousWeights) {
+  auto t = make_task("copy", 50);
+  seq2seq::Seq2Seq model(t.config.model);
+  testing::ScratchDir dir("full_disk");
+  const auto path = (dir / "model.pt").string();
+  seq2seq::save_weights(model, path);
+  std::ifstream before_in(path, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(before_in)), {});
+  ASSERT_GT(before.size(), 32u << 10);
+  {
+    torch::NoGradGuard no_grad;  // new weights to save (changed here: the child runs no ops)
+    for (auto& p : model->parameters()) p.add_(1.0);
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {  // the child: files may not grow past 16 KiB
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{16 << 10, 16 << 10};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      seq2seq::save_weights(model, path);
+      _exit(2);  // the write should have failed
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      _exit(what.find(path) != std::string::npos && what.find("File too large") != std::string::npos
+                ? 0
+                : 3);
+    } catch (...) {
+      _exit(4);
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: saved, 3: the message, 4: another exception";
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  std::ifstream after_in(path, std::ios::binary);
+  const std::string after((std::istreambuf_iterator<char>(after_in)), {});
+  EXPECT_TRUE(after == before) << "the previous weights changed";
 }
 
 // config.json records the attnkit that wrote it; one written by a newer minor version is refused

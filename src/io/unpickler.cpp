@@ -280,6 +280,17 @@ class Unpickler {
     if (offset < 0 || (!empty && last >= storage.numel()))
       fail("a tensor view reaches element " + std::to_string(last) + " of a storage of " +
            std::to_string(storage.numel()) + " elements");
+    // A view with zero strides can hold far more elements than its storage (48 bytes grew to
+    // 7 GB once made contiguous): more than the storage and over kMaxExpandedBytes is refused.
+    int64_t numel = 1;
+    for (int64_t size : sizes)
+      numel = size != 0 && numel > INT64_MAX / size ? INT64_MAX : numel * size;
+    const double bytes = static_cast<double>(numel) * storage.element_size();
+    if (!empty && numel > storage.numel() && bytes > kMaxExpandedBytes)
+      fail("a tensor view of " + std::to_string(numel) + " elements over a storage of " +
+           std::to_string(storage.numel()) + " would take " +
+           std::to_string(static_cast<int64_t>(bytes / (1 << 20))) + " MiB; the limit is " +
+           std::to_string(static_cast<int64_t>(kMaxExpandedBytes / (1 << 20))) + " MiB");
     auto o = make(Kind::Tensor);
     o->tensor = storage.as_strided(sizes, strides, offset);
     return o;

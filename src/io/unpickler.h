@@ -52,6 +52,9 @@ struct PyObject {
 
 // How deeply containers may nest in a file attnkit reads (torch.save'd state_dicts nest 2 or 3).
 constexpr int kMaxPickleDepth = 1000;
+// The most a tensor view with more elements than its storage (zero strides: an expanded tensor)
+// may take once materialised.
+constexpr double kMaxExpandedBytes = 1024.0 * 1024 * 1024;
 
 std::string kind_name(PyObject::Kind kind);
 

@@ -160,7 +160,11 @@ std::vector<std::string> attention_rows(const Translation& t) {
 void save_weights(Seq2Seq& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
   model->save(archive);
-  write_atomically(path, "the weights", [&](const std::string& tmp) { archive.save_to(tmp); });
+  // Serialised in memory first: LibTorch's archive writer throws from its destructor when the
+  // disk fills mid-write, which ends the process; our writer reports it and keeps the old file.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  write_file_atomic(path, bytes.str());
 }
 
 void load_weights(Seq2Seq& model, const std::string& path) {

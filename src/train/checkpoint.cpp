@@ -7,6 +7,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
@@ -26,7 +27,11 @@ void save_checkpoint(const std::string& path, Trainable& model, torch::optim::Ad
                                         static_cast<int64_t>(p.baseline.set)}));
   archive.write("metrics",
                 at::tensor({p.best_bleu, p.best_loss, p.lr, p.baseline.value}, at::kDouble));
-  write_atomically(path, "the checkpoint", [&](const std::string& tmp) { archive.save_to(tmp); });
+  // In memory first (see seq2seq::save_weights): a full disk is an error that keeps the previous
+  // checkpoint, not an abort from LibTorch's writer.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  write_file_atomic(path, bytes.str());
 }
 
 Position load_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,

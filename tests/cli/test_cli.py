@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import zipfile
 import sys
 import tempfile
 import time
@@ -175,6 +176,25 @@ class Cli(unittest.TestCase):
         want_out, want_w = ref.notes_soft_attention(q, eye, eye)
         self.assertClose(got["weights"], want_w)
         self.assertClose(got["output"], want_out)
+
+    def test_files_that_would_blow_up_in_memory_are_refused(self):
+        # A stride-0 view: 16 bytes of storage that would become 4.8 GB once contiguous.
+        t = torch.zeros(4).as_strided([1, 300_000_000, 4], [0, 0, 1])
+        p = attnkit("attend", "--q", self.save("wide.pt", t), expect_ok=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("wide.pt", p.stderr)
+        self.assertIn("MiB; the limit is 1024 MiB", p.stderr)
+        # A zip bomb: a torch.save file whose 200 MB storage is deflated to a few hundred KB.
+        plain = self.save("zeros.pt", torch.zeros(50_000_000))
+        bomb = self.path("bomb.pt")
+        with zipfile.ZipFile(plain) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                dst.writestr(info.filename, src.read(info.filename))
+        self.assertLess(os.path.getsize(bomb), 2_000_000)
+        p = attnkit("attend", "--q", bomb, expect_ok=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("would inflate from", p.stderr)
+        self.assertIn("bomb.pt", p.stderr)
 
     def test_truncated_file_is_a_clear_error(self):
         data = read_bytes(self.save("q.pt", torch.randn(2, 1, 8)))
