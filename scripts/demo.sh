@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: the seeds' examples, then attnkit's main job on its built-in default corpus:
+# make demo: the notes' examples, then attnkit's main job on its built-in default corpus:
 # English -> Chinese from the machine's gettext catalogs, trained in a few minutes of CPU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,7 @@ fi
   --source-tokenizer en-lower --target-tokenizer zh --valid 0.03 --test 0.03
 
 step "3. training Seq2Seq with additive (Bahdanau) attention for ${SECONDS_BUDGET} s"
+rm -rf "$OUT/model"  # each demo trains a new model (train refuses to overwrite one)
 "$BIN" train --train "$OUT/data/train.tsv" --valid "$OUT/data/valid.tsv" --model-dir "$OUT/model" \
   --source-tokenizer en-lower --target-tokenizer zh --min-freq 2 \
   --time-limit "$SECONDS_BUDGET" --epochs 30 --valid-bleu-sentences 300

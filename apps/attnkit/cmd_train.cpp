@@ -91,6 +91,18 @@ std::vector<train::Example> encode(const std::vector<data::Pair>& pairs, const d
   return out;
 }
 
+// A new run never writes into another model's directory: its config.json and vocabularies
+// would be replaced before anything is validated, leaving the weights with the wrong ones.
+void refuse_to_overwrite(const train::TrainOptions& o) {
+  if (o.resume) return;
+  for (const char* file : {"config.json", "model.pt", "checkpoint.pt"}) {
+    const auto path = fs::path(o.model_dir) / file;
+    if (fs::exists(path))
+      throw Error(o.model_dir + " already holds a model (" + path.string() +
+                  "); continue it with --resume, or train into a new --model-dir");
+  }
+}
+
 // The corpus's malformed lines, as warnings (the main rank only).
 void warn_about(const data::ReadReport& report) {
   for (const auto& p : report.problems) std::cerr << "warning: " << p << " (skipped)\n";
@@ -220,6 +232,7 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
     o.distributed = dist.get();
   }
   const bool main_rank = !dist || dist->is_main();
+  refuse_to_overwrite(o);
 
   const auto corpora = read_corpora(a, main_rank);
   fs::create_directories(o.model_dir);

@@ -1,5 +1,6 @@
 #include "attnkit/data/corpus.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -70,9 +71,10 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, R
   return pairs;
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
+std::vector<std::string> read_lines(const std::string& path, size_t max_line_bytes) {
   std::ifstream file;
   if (!path.empty()) {
+    if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory, not a file");
     file.open(path, std::ios::binary);
     if (!file) throw Error(path + ": cannot open");
   }
@@ -82,6 +84,10 @@ std::vector<std::string> read_lines(const std::string& path) {
   for (size_t n = 1; std::getline(in, line); ++n) {
     std::string_view l = text::strip_eol(line);
     if (n == 1) l = text::strip_bom(l);
+    if (l.size() > max_line_bytes)
+      throw Error((path.empty() ? std::string("<stdin>") : path) + ":" + std::to_string(n) +
+                  ": a line of " + std::to_string(l.size()) + " bytes; the limit is " +
+                  std::to_string(max_line_bytes));
     if (!text::valid_utf8(l))
       throw Error((path.empty() ? std::string("<stdin>") : path) + ":" + std::to_string(n) +
                   ": invalid UTF-8");

@@ -167,6 +167,18 @@ void save_weights(Seq2Seq& model, const std::string& path) {
   write_file_atomic(path, bytes.str());
 }
 
+void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive, weights;
+    archive.load_from(path);
+    archive.read("model", weights);  // train/checkpoint.h's layout
+    model->load(weights);
+  } catch (const c10::Error& e) {
+    throw Error(path + ": cannot load the checkpoint's weights into the configured model (" +
+                first_line(e.what_without_backtrace()) + ")");
+  }
+}
+
 void load_weights(Seq2Seq& model, const std::string& path) {
   if (!fs::exists(path)) throw Error(path + ": missing model weights");
   try {
@@ -208,7 +220,12 @@ Translator::Translator(const std::string& dir) : dir_(dir) {
   source_tok_ = data::make_tokenizer(config_.source_tokenizer, dir);
   target_tok_ = data::make_tokenizer(config_.target_tokenizer, dir);
   model_ = Seq2Seq(config_.model);
-  load_weights(model_, (fs::path(dir) / "model.pt").string());
+  const auto best = fs::path(dir) / "model.pt", latest = fs::path(dir) / "checkpoint.pt";
+  // A run stopped before its first model.pt (killed in its first epoch) still has its weights.
+  if (!fs::exists(best) && fs::exists(latest))
+    load_checkpoint_model(model_, latest.string());
+  else
+    load_weights(model_, best.string());
   model_->eval();
 }
 

@@ -112,6 +112,14 @@ json attend(const json& body) {
   if (k.size(0) != v.size(0))
     throw BadRequest{400, "k and v need the same number of rows (" + std::to_string(k.size(0)) +
                               " vs " + std::to_string(v.size(0)) + ")"};
+  // The answer grows with Tq x Tk (scores and weights) and Tq x Dv (output): bounded, so that a
+  // 32 KB request cannot ask for a 184 MB answer and seconds of CPU.
+  constexpr int64_t kMaxCells = 65536;
+  if (q.size(0) * k.size(0) > kMaxCells || q.size(0) * v.size(1) > kMaxCells)
+    throw BadRequest{413,
+                     "the answer would have " +
+                         std::to_string(std::max(q.size(0) * k.size(0), q.size(0) * v.size(1))) +
+                         " numbers per matrix; the limit is " + std::to_string(kMaxCells)};
   auto q3 = q.unsqueeze(0), k3 = k.unsqueeze(0), v3 = v.unsqueeze(0);
   auto scores =
       score == "dot" ? functional::dot_score(q3, k3) : functional::scaled_dot_score(q3, k3);
@@ -260,6 +268,15 @@ int run_server(const ServerOptions& o) {
   });
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
+  // A chunked body has no length to check before it is read (it went past the body limit to
+  // 100 MB): requests must say their length.
+  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos)
+      return httplib::Server::HandlerResponse::Unhandled;
+    reply(res, 411, {{"error", "send the body with a Content-Length, not chunked"}});
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   add_page(server);
   add_api(server, o, batcher.get());
   const int port = bind(server, o);

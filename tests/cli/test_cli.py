@@ -323,6 +323,35 @@ class TranslationCli(unittest.TestCase):
         self.assertIn("max steps after 5 steps", first)
         second = attnkit(*args, "--max-steps", "3", "--resume").stdout
         self.assertIn("after 3 steps", second)
+        # Without --resume, another model's directory is refused before anything is written.
+        with open(os.path.join(d, "config.json"), "rb") as f:
+            config = f.read()
+        again = attnkit(*args, "--max-steps", "1", expect_ok=False)
+        self.assertEqual(again.returncode, 1)
+        self.assertIn("already holds a model", again.stderr)
+        with open(os.path.join(d, "config.json"), "rb") as f:
+            self.assertEqual(f.read(), config)
+        # A run stopped before its first model.pt translates with the checkpoint's weights.
+        os.remove(os.path.join(d, "model.pt"))
+        p = subprocess.run([BIN, "translate", "--model", d], input="a b c\n", capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.strip())
+        self.assertEqual(attnkit("export", "--model", d, "--out", os.path.join(self.dir, "e.pt"))
+                         .returncode, 0)
+
+    def test_overlong_lines_and_directories_as_input_are_errors(self):
+        long_line = os.path.join(self.dir, "long.txt")
+        with open(long_line, "w") as f:
+            f.write("a b\n" + "x " * 40000 + "\n")
+        p = attnkit("translate", "--model", self.model, "--input", long_line, expect_ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(long_line + ":2: a line of 80000 bytes; the limit is 65536", p.stderr)
+        p = attnkit("translate", "--model", self.model, "--input", self.dir, expect_ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("is a directory", p.stderr)
+        p = attnkit("bleu", "--ref", self.dir, "--hyp", long_line, expect_ok=False)
+        self.assertNotEqual(p.returncode, 0)
 
     def test_malformed_lines_are_reported_and_skipped_or_fatal_with_strict(self):
         bad = os.path.join(self.dir, "bad.tsv")
@@ -464,7 +493,8 @@ class ServeCli(unittest.TestCase):
 
     def request(self, path, body=None, raw=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET")
+        req = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET",
+                                     headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 return r.status, json.loads(r.read() or b"{}")
@@ -558,6 +588,29 @@ class ServeCli(unittest.TestCase):
                 self.fail(f"GET {path} was answered")
             except urllib.error.HTTPError as e:
                 self.assertEqual((e.code, e.headers["Allow"]), (405, "POST"), path)
+
+    def test_requests_cannot_ask_for_unbounded_work(self):
+        # 4096 x 1 queries and keys asked for a 4096 x 4096 answer (184 MB): now 413.
+        column = [[1]] * 4096
+        body = json.dumps({"q": column, "k": column}, separators=(",", ":")).encode()
+        self.assertLess(len(body), 40000)
+        status, r = self.request("api/attend", raw=body)
+        self.assertEqual(status, 413, r)
+        self.assertIn("the limit is 65536", r["error"])
+        # A chunked body of 100 KB (past the 64 KB limit): refused without reading it.
+        host, port = re.search(r"http://([\d.]+):(\d+)/", self.url).groups()
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                      b"Content-Type: application/json\r\n\r\n")
+            try:
+                for _ in range(25):
+                    s.sendall(b"1000\r\n" + b"x" * 4096 + b"\r\n")
+                s.sendall(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server answered and closed without reading it all
+            answer = s.recv(4096).decode(errors="replace")
+        self.assertIn(" 411 ", answer.splitlines()[0])
+        self.assertEqual(self.request("healthz")[0], 200)
 
     def test_a_second_server_on_the_same_port_is_refused(self):
         port = re.search(r":(\d+)/", self.url).group(1)

@@ -39,7 +39,10 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options = 
                            ReadReport* report = nullptr);
 // One sentence a line from `path` (empty: standard input), BOM and CR/LF removed. Invalid UTF-8
 // is an attnkit::Error naming the file (or <stdin>) and the line.
-std::vector<std::string> read_lines(const std::string& path);
+// A line longer than max_line_bytes is an error naming file:line (a 10 MB line would otherwise
+// be tokenised and translated, gigabytes later); so is a directory given as the file.
+constexpr size_t kMaxLineBytes = 64 << 10;
+std::vector<std::string> read_lines(const std::string& path, size_t max_line_bytes = kMaxLineBytes);
 
 // Writes pairs as TSV through a temporary file and a rename.
 void write_tsv(const std::string& path, const std::vector<Pair>& pairs);

@@ -32,6 +32,8 @@ ModelConfig load_config(const std::string& dir);
 
 void save_weights(Seq2Seq& model, const std::string& path);
 void load_weights(Seq2Seq& model, const std::string& path);
+// The latest weights in a training checkpoint (model_dir/checkpoint.pt).
+void load_checkpoint_model(Seq2Seq& model, const std::string& path);
 
 struct Translation {
   std::string text;
@@ -54,7 +56,8 @@ std::vector<std::string> attention_rows(const Translation& t);
 
 class Translator {
  public:
-  // Loads config, vocabularies, tokenizers and weights; a missing or inconsistent directory
+  // Loads config, vocabularies, tokenizers and weights (model.pt, or checkpoint.pt's latest
+  // weights when a run stopped before writing model.pt); a missing or inconsistent directory
   // (e.g. a vocabulary whose size differs from the weights') is an attnkit::Error.
   explicit Translator(const std::string& model_dir);
   Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab, data::Vocab target_vocab);
