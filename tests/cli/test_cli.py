@@ -362,6 +362,7 @@ class TranslationCli(unittest.TestCase):
         p = attnkit(*args)
         self.assertIn(bad + ":2: no tab between source and target", p.stderr)
         self.assertIn(bad + ":4: empty source", p.stderr)
+        args[args.index("--model-dir") + 1] = os.path.join(self.dir, "bad_model_strict")
         strict = attnkit(*args, "--strict", expect_ok=False)
         self.assertEqual(strict.returncode, 1)
         self.assertIn(bad + ":2:", strict.stderr)
