@@ -249,9 +249,9 @@ Command add_attend_command(CLI::App& parent) {
   app->add_option("--state-dict", a->state_dict,
                   "Module weights from torch.save(module.state_dict(), path); the notes' MyAttn "
                   "names (qk_linear, qc_linear) load into --mode combine");
-  app->add_option("--score", a->score, "concat | additive | bahdanau | scaled-dot | dot | general")
+  app->add_option("--score", a->score, choices(score_kind_names()))->capture_default_str();
+  app->add_option("--weighting", a->weighting, choices(weighting_kind_names()))
       ->capture_default_str();
-  app->add_option("--weighting", a->weighting, "soft | hard | local")->capture_default_str();
   app->add_option("--hard-gradient", a->hard_gradient,
                   "none | straight-through | gumbel (with --train)")
       ->capture_default_str();

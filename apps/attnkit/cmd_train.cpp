@@ -17,6 +17,7 @@
 #include "attnkit/train/trainer.h"
 #include "checks.h"
 #include "commands.h"
+#include "format.h"
 #include "progress.h"
 
 namespace attnkit::cli {

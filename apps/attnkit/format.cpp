@@ -35,4 +35,10 @@ std::string format_shape(const at::Tensor& t) {
   return out.str();
 }
 
+std::string choices(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : " | ") + n;
+  return out;
+}
+
 }  // namespace attnkit::cli

@@ -18,12 +18,6 @@ std::string clock_text(double s) {
 
 }  // namespace
 
-std::string choices(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : " | ") + n;
-  return out;
-}
-
 TrainProgress::TrainProgress()
     : tty_(isatty(STDERR_FILENO)),
       last_(std::chrono::steady_clock::now() - std::chrono::hours(1)) {}

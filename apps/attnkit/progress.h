@@ -23,7 +23,4 @@ class TrainProgress {
   bool open_line_ = false;  // a bar is drawn without its newline
 };
 
-// "choice | choice | ...", for an option's help.
-std::string choices(const std::vector<std::string>& names);
-
 }  // namespace attnkit::cli
