@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
@@ -356,6 +357,39 @@ TEST(ModelDirectory, AFullDiskKeepsThePreviousWeights) {
   std::ifstream after_in(path, std::ios::binary);
   const std::string after((std::istreambuf_iterator<char>(after_in)), {});
   EXPECT_TRUE(after == before) << "the previous weights changed";
+}
+
+// Weights that do not fit config.json, or hold NaN, are refused at load by parameter name, not
+// at the first step with a bare shape error (or, worse, used).
+TEST(ModelDirectory, WeightsThatDoNotFitTheConfigOrAreNotFiniteAreRefused) {
+  auto t = make_task("copy", 50);
+  testing::ScratchDir dir("mismatched_weights");
+  const auto path = (dir / "model.pt").string();
+  seq2seq::Seq2Seq wide(seq2seq::Seq2SeqOptions(t.config.model).hidden_size(64));
+  seq2seq::save_weights(wide, path);
+  seq2seq::Seq2Seq model(t.config.model);  // hidden 48
+  try {
+    seq2seq::load_weights(model, path);
+    FAIL() << "weights of hidden size 64 loaded into a model of 48";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("but config.json describes"), std::string::npos)
+        << e.what();
+  }
+  seq2seq::Seq2Seq nan_model(t.config.model);
+  {
+    torch::NoGradGuard no_grad;
+    nan_model->decoder->output->bias[3] = std::numeric_limits<float>::quiet_NaN();
+  }
+  seq2seq::save_weights(nan_model, path);
+  seq2seq::Seq2Seq fresh(t.config.model);
+  try {
+    seq2seq::load_weights(fresh, path);
+    FAIL() << "NaN weights loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'decoder.output.bias' holds NaN or infinite values"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // config.json records the attnkit that wrote it; one written by a newer minor version is refused

@@ -167,7 +167,43 @@ void save_weights(Seq2Seq& model, const std::string& path) {
   write_file_atomic(path, bytes.str());
 }
 
+namespace {
+
+// Shapes of every parameter, by name.
+std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_of(Seq2Seq& model) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& p : model->named_parameters())
+    out.emplace_back(p.key(), p.value().sizes().vec());
+  return out;
+}
+
+// After a load: every parameter keeps the shape config.json gave it (LibTorch's loader replaces
+// a tensor of another shape silently, and the first step then fails on a bare shape error or
+// translates wrongly), and holds finite numbers.
+void check_loaded(Seq2Seq& model, const std::string& path,
+                  const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected) {
+  auto shape = [](const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+  };
+  const auto loaded = model->named_parameters();
+  for (const auto& [name, want] : expected) {
+    const auto& got = loaded[name];
+    if (got.sizes().vec() != want)
+      throw Error(path + ": parameter '" + name + "' is " + shape(got.sizes().vec()) +
+                  " but config.json describes " + shape(want) +
+                  " (embed_size, hidden_size, bidirectional, score, input_feeding, vocabularies): "
+                  "the config does not belong to these weights");
+    if (!at::isfinite(got).all().item<bool>())
+      throw Error(path + ": parameter '" + name + "' holds NaN or infinite values");
+  }
+}
+
+}  // namespace
+
 void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
+  const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive, weights;
     archive.load_from(path);
@@ -177,10 +213,12 @@ void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
     throw Error(path + ": cannot load the checkpoint's weights into the configured model (" +
                 first_line(e.what_without_backtrace()) + ")");
   }
+  check_loaded(model, path, expected);
 }
 
 void load_weights(Seq2Seq& model, const std::string& path) {
   if (!fs::exists(path)) throw Error(path + ": missing model weights");
+  const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
@@ -189,6 +227,7 @@ void load_weights(Seq2Seq& model, const std::string& path) {
     throw Error(path + ": cannot load the weights into the configured model (" +
                 first_line(e.what_without_backtrace()) + ")");
   }
+  check_loaded(model, path, expected);
 }
 
 std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs) {
