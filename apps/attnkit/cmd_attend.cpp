@@ -167,6 +167,12 @@ int run(AttendArgs a) {
     auto q = batched(q0, a.q);
     auto k = a.k.empty() ? q : batched(load_input(a.k, "k"), a.k);
     auto v = a.v.empty() ? k : batched(load_input(a.v, "v"), a.v);
+    // One dtype for all inputs, said with the files' names (LibTorch's own message names none).
+    for (const auto& [t, path] : {std::pair{k, a.k}, std::pair{v, a.v}})
+      if (t.scalar_type() != q.scalar_type())
+        throw Error(path + " is " + std::string(c10::toString(t.scalar_type())) + " but " + a.q +
+                    " is " + std::string(c10::toString(q.scalar_type())) +
+                    ": give q, k and v one dtype");
     auto mask = build_mask(a, q.size(0), q.size(1), k.size(1));
     if (a.mode == "attention") {
       Attention module(AttentionOptions(q.size(2), k.size(2))

@@ -196,6 +196,13 @@ class Cli(unittest.TestCase):
         self.assertIn("would inflate from", p.stderr)
         self.assertIn("bomb.pt", p.stderr)
 
+    def test_mixed_dtypes_are_named_with_their_files(self):
+        q = self.save("q64.pt", torch.randn(1, 2, 3, dtype=torch.float64))
+        k = self.save("k32.pt", torch.randn(1, 4, 3))
+        p = attnkit("attend", "--q", q, "--k", k, expect_ok=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{k} is Float but {q} is Double", p.stderr)
+
     def test_truncated_file_is_a_clear_error(self):
         data = read_bytes(self.save("q.pt", torch.randn(2, 1, 8)))
         with open(self.path("cut.pt"), "wb") as f:
