@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -75,12 +76,24 @@ bool has(const std::string& args, const std::string& flag) {
   return (" " + args + " ").find(" " + flag + " ") != std::string::npos;
 }
 
-TEST(SacreBleu, CorpusBleuEqualsItsScoresAndLengths) {
+// Calls check(line, args, case) for every corpus score of `metric` (bleu, chrf, ter) under a
+// trace naming the case and arguments; returns how many there were.
+int for_each_score(
+    const std::string& metric,
+    const std::function<void(const nlohmann::json&, const std::string&, const Case&)>& check) {
   int checked = 0;
   for (const auto& line : score_lines()) {
     const std::string args = line["args"];
-    if (!has(args, "bleu")) continue;
-    const auto& c = load(line["case"]);
+    if (!has(args, metric)) continue;
+    SCOPED_TRACE(line["case"].get<std::string>() + ": " + args);
+    check(line, args, load(line["case"]));
+    ++checked;
+  }
+  return checked;
+}
+
+TEST(SacreBleu, CorpusBleuEqualsItsScoresAndLengths) {
+  const int checked = for_each_score("bleu", [](const auto& line, const auto& args, const auto& c) {
     BleuOptions o;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(args, m, std::regex("--tokenize (\\S+)"))) << args;
@@ -89,28 +102,20 @@ TEST(SacreBleu, CorpusBleuEqualsItsScoresAndLengths) {
     const auto b = corpus_bleu(c.hyps, c.refs, o);
     const std::string verbose = line["verbose_score"];
     ASSERT_TRUE(std::regex_search(verbose, m, std::regex("hyp_len = (\\d+) ref_len = (\\d+)")));
-    SCOPED_TRACE(line["case"].get<std::string>() + ": " + args);
-    EXPECT_NEAR(b.score, line["score"].get<double>(), kPrinted);
+    EXPECT_NEAR(b.score, line["score"].template get<double>(), kPrinted);
     EXPECT_EQ(b.sys_len, std::stol(m[1]));
     EXPECT_EQ(b.ref_len, std::stol(m[2]));
-    ++checked;
-  }
+  });
   EXPECT_EQ(checked, 42);  // 7 cases x 6 argument sets
 }
 
 TEST(SacreBleu, CorpusChrfAndChrfPlusPlusEqualItsScores) {
-  int checked = 0;
-  for (const auto& line : score_lines()) {
-    const std::string args = line["args"];
-    if (!has(args, "chrf")) continue;
-    const auto& c = load(line["case"]);
+  const int checked = for_each_score("chrf", [](const auto& line, const auto& args, const auto& c) {
     ChrfOptions o;
     o.lowercase = has(args, "--chrf-lowercase");
     if (has(args, "--chrf-word-order")) o.word_order = 2;
-    SCOPED_TRACE(line["case"].get<std::string>() + ": " + args);
-    EXPECT_NEAR(corpus_chrf(c.hyps, c.refs, o), line["score"].get<double>(), kPrinted);
-    ++checked;
-  }
+    EXPECT_NEAR(corpus_chrf(c.hyps, c.refs, o), line["score"].template get<double>(), kPrinted);
+  });
   EXPECT_EQ(checked, 21);  // 7 cases x chrF, lowercased chrF, chrF++
 }
 
@@ -148,15 +153,9 @@ TEST(SacreBleu, SentenceScoresEqualItsScores) {
 }
 
 TEST(SacreBleu, CorpusTerEqualsItsScores) {
-  int checked = 0;
-  for (const auto& line : score_lines()) {
-    const std::string args = line["args"];
-    if (!has(args, "ter")) continue;
-    const auto& c = load(line["case"]);
-    SCOPED_TRACE(line["case"].get<std::string>() + ": " + args);
-    EXPECT_NEAR(corpus_ter(c.hyps, c.refs).score, line["score"].get<double>(), kPrinted);
-    ++checked;
-  }
+  const int checked = for_each_score("ter", [](const auto& line, const auto&, const auto& c) {
+    EXPECT_NEAR(corpus_ter(c.hyps, c.refs).score, line["score"].template get<double>(), kPrinted);
+  });
   EXPECT_EQ(checked, 7);
 }
 

@@ -66,6 +66,14 @@ train::TrainOptions quick_options(const std::string& dir) {
   return o;
 }
 
+// Trains `model` on the task's data for `epochs` epochs with quick_options into `dir`.
+train::TrainResult train_for(const Task& t, seq2seq::Seq2Seq& model, const std::string& dir,
+                             int64_t epochs) {
+  auto o = quick_options(dir);
+  o.epochs = epochs;
+  return train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+}
+
 class SyntheticTask : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
@@ -76,9 +84,7 @@ TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
   auto t = make_task(GetParam(), 2500);
   seq2seq::Seq2Seq model(t.config.model);
   testing::ScratchDir dir(GetParam());
-  auto o = quick_options(dir.str());
-  o.epochs = 12;
-  train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  train_for(t, model, dir.str(), /*epochs=*/12);
 
   seq2seq::Translator translator(t.config, model, t.vocab, t.vocab);
   std::vector<std::string> sources;
@@ -110,10 +116,7 @@ TEST(Search, BeamOfOneEqualsGreedy) {
   auto t = make_task("reverse", 400);
   seq2seq::Seq2Seq model(t.config.model);
   testing::ScratchDir dir("beam");
-  auto o = quick_options(dir.str());
-  o.epochs = 2;
-  train::train_model(model, t.config, t.vocab, t.vocab, t.data,
-                     o);  // partly trained: ties unlikely
+  train_for(t, model, dir.str(), /*epochs=*/2);  // partly trained: ties unlikely
   auto tok = data::make_tokenizer("en");
   std::vector<std::vector<int64_t>> ids;
   for (const auto& e : t.test) ids.push_back(t.vocab.encode(tok->tokenize(e.pair.source)));
@@ -246,15 +249,13 @@ TEST(Training, WithoutValidationTheLatestWeightsAreKeptAndTheRateStays) {
   auto t = make_task("copy", 200);
   seq2seq::Seq2Seq model(t.config.model);
   testing::ScratchDir dir("no_valid");
-  auto o = quick_options(dir.str());
-  o.epochs = 3;
-  const auto r = train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  const auto r = train_for(t, model, dir.str(), /*epochs=*/3);
   EXPECT_EQ(r.stopped_because, train::StopReason::Epochs);
   std::ifstream log(dir / "metrics.jsonl");
   int epochs = 0;
   for (std::string line; std::getline(log, line); ++epochs) {
     const auto j = nlohmann::json::parse(line);
-    EXPECT_EQ(j["lr"].get<double>(), o.learning_rate) << line;
+    EXPECT_EQ(j["lr"].get<double>(), quick_options("").learning_rate) << line;
     EXPECT_TRUE(j["best"].get<bool>()) << line;
   }
   EXPECT_EQ(epochs, 3);
@@ -434,9 +435,7 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
     if (variant == 3) t.config.model.self_attention_layers(1).self_attention_heads(2).layers(2);
     seq2seq::Seq2Seq model(t.config.model);
     testing::ScratchDir dir("variant" + std::to_string(variant));
-    auto o = quick_options(dir.str());
-    o.epochs = 2;
-    auto r = train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+    auto r = train_for(t, model, dir.str(), /*epochs=*/2);
     EXPECT_EQ(r.steps, 14);
     EXPECT_TRUE(std::isfinite(r.last_train_loss));
     EXPECT_LT(r.last_train_loss,

@@ -10,6 +10,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
+#include "streams.h"
 
 namespace attnkit::eval {
 namespace {
@@ -21,14 +22,22 @@ void replace_all(std::u32string& s, const std::u32string& from, const std::u32st
 
 bool is_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
 
-// Applies a two-character pattern left to right without overlaps, as Python's re.sub does.
-template <typename Match, typename Emit>
-std::u32string sub_pairs(const std::u32string& s, Match match, Emit emit) {
+// The two replacements sacreBLEU's pair rules make: r"\1 \2 " and r" \1 \2".
+enum class Spaced { AfterEach, BeforeEach };
+
+// Applies a two-character pattern left to right without overlaps, as Python's re.sub does,
+// replacing each match by its two characters spaced as `spaced` says.
+template <typename Match>
+std::u32string sub_pairs(const std::u32string& s, Match match, Spaced spaced) {
   std::u32string out;
   size_t i = 0;
   while (i < s.size()) {
     if (i + 1 < s.size() && match(s[i], s[i + 1])) {
-      emit(out, s[i], s[i + 1]);
+      for (char32_t c : {s[i], s[i + 1]}) {
+        if (spaced == Spaced::BeforeEach) out += U' ';
+        out += c;
+        if (spaced == Spaced::AfterEach) out += U' ';
+      }
       i += 2;
     } else {
       out.push_back(s[i++]);
@@ -37,50 +46,37 @@ std::u32string sub_pairs(const std::u32string& s, Match match, Emit emit) {
   return out;
 }
 
+// Puts a space on each side of every character `pad` holds for (re.sub(r"(X)", r" \1 ")).
+template <typename Pad>
+std::u32string pad_each(const std::u32string& s, Pad pad) {
+  std::u32string out;
+  for (char32_t c : s) {
+    if (pad(c)) out += U' ';
+    out += c;
+    if (pad(c)) out += U' ';
+  }
+  return out;
+}
+
 // sacreBLEU's regexp post-tokenizer shared by 13a and zh.
 std::string post_tokenize(std::u32string s) {
   // Rule 1: pad the ASCII symbols { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * + : ; < = > ? @ /
-  std::u32string padded;
-  for (char32_t c : s) {
-    const bool symbol = (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) ||
-                        (c >= 0x20 && c <= 0x26) || (c >= 0x28 && c <= 0x2B) ||
-                        (c >= 0x3A && c <= 0x40) || c == U'/';
-    if (symbol) {
-      padded += U' ';
-      padded += c;
-      padded += U' ';
-    } else {
-      padded += c;
-    }
-  }
+  std::u32string padded = pad_each(s, [](char32_t c) {
+    return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) ||
+           (c >= 0x28 && c <= 0x2B) || (c >= 0x3A && c <= 0x40) || c == U'/';
+  });
   auto period_or_comma = [](char32_t c) { return c == U'.' || c == U','; };
   // Rule 2: period and comma unless preceded by a digit.
   padded = sub_pairs(
       padded, [&](char32_t a, char32_t b) { return !is_digit(a) && period_or_comma(b); },
-      [](std::u32string& o, char32_t a, char32_t b) {
-        o += a;
-        o += U' ';
-        o += b;
-        o += U' ';
-      });
+      Spaced::AfterEach);
   // Rule 3: period and comma unless followed by a digit.
   padded = sub_pairs(
       padded, [&](char32_t a, char32_t b) { return period_or_comma(a) && !is_digit(b); },
-      [](std::u32string& o, char32_t a, char32_t b) {
-        o += U' ';
-        o += a;
-        o += U' ';
-        o += b;
-      });
+      Spaced::BeforeEach);
   // Rule 4: a dash after a digit.
   padded = sub_pairs(
-      padded, [](char32_t a, char32_t b) { return is_digit(a) && b == U'-'; },
-      [](std::u32string& o, char32_t a, char32_t b) {
-        o += a;
-        o += U' ';
-        o += b;
-        o += U' ';
-      });
+      padded, [](char32_t a, char32_t b) { return is_digit(a) && b == U'-'; }, Spaced::AfterEach);
   // Python's str.split(): any Unicode whitespace separates.
   std::string out;
   std::u32string word;
@@ -156,59 +152,18 @@ std::string tokenize_13a(const std::string& line) {
 }
 
 std::string tokenize_zh(const std::string& line) {
-  std::u32string spaced;
-  for (char32_t c : python_strip(text::decode(line))) {
-    if (sacrebleu_chinese(c)) {
-      spaced += U' ';
-      spaced += c;
-      spaced += U' ';
-    } else {
-      spaced += c;
-    }
-  }
-  return post_tokenize(spaced);
+  return post_tokenize(pad_each(python_strip(text::decode(line)), sacrebleu_chinese));
 }
 
 std::string tokenize_intl(const std::string& line) {
-  const auto s = text::decode(line);
-  // (\P{N})(\p{P}) -> "\1 \2 ", left to right without overlaps.
-  std::u32string a;
-  for (size_t i = 0; i < s.size();) {
-    if (i + 1 < s.size() && !is_number(s[i]) && is_punctuation(s[i + 1])) {
-      a += s[i];
-      a += U' ';
-      a += s[i + 1];
-      a += U' ';
-      i += 2;
-    } else {
-      a += s[i++];
-    }
-  }
-  // (\p{P})(\P{N}) -> " \1 \2"
-  std::u32string b;
-  for (size_t i = 0; i < a.size();) {
-    if (i + 1 < a.size() && is_punctuation(a[i]) && !is_number(a[i + 1])) {
-      b += U' ';
-      b += a[i];
-      b += U' ';
-      b += a[i + 1];
-      i += 2;
-    } else {
-      b += a[i++];
-    }
-  }
-  // (\p{S}) -> " \1 "
-  std::u32string c;
-  for (char32_t ch : b) {
-    if (is_symbol(ch)) {
-      c += U' ';
-      c += ch;
-      c += U' ';
-    } else {
-      c += ch;
-    }
-  }
-  return join_words(c);
+  // (\P{N})(\p{P}) -> "\1 \2 ", then (\p{P})(\P{N}) -> " \1 \2", then (\p{S}) -> " \1 ".
+  auto s = sub_pairs(
+      text::decode(line), [](char32_t a, char32_t b) { return !is_number(a) && is_punctuation(b); },
+      Spaced::AfterEach);
+  s = sub_pairs(
+      s, [](char32_t a, char32_t b) { return is_punctuation(a) && !is_number(b); },
+      Spaced::BeforeEach);
+  return join_words(pad_each(s, is_symbol));
 }
 
 std::string tokenize_char(const std::string& line) {
@@ -241,12 +196,7 @@ std::string BleuScore::format() const {
 
 BleuScore corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::vector<std::string>>& refs, const BleuOptions& o) {
-  if (refs.empty()) throw Error("BLEU: no reference stream");
-  for (const auto& stream : refs)
-    if (stream.size() != hyps.size())
-      throw Error("BLEU: " + std::to_string(hyps.size()) +
-                  " hypotheses but a reference stream has " + std::to_string(stream.size()) +
-                  " lines");
+  check_streams("BLEU", hyps, refs);
   BleuScore b;
   // As sacreBLEU: lowercase, strip trailing whitespace, tokenize, split on whitespace.
   auto prepare = [&](const std::string& s) {
@@ -421,12 +371,7 @@ std::vector<double> best_statistics(const std::string& hyp, const std::vector<st
 
 double corpus_chrf(const std::vector<std::string>& hyps,
                    const std::vector<std::vector<std::string>>& refs, const ChrfOptions& o) {
-  if (refs.empty()) throw Error("chrF: no reference stream");
-  for (const auto& stream : refs)
-    if (stream.size() != hyps.size())
-      throw Error("chrF: " + std::to_string(hyps.size()) +
-                  " hypotheses but a reference stream has " + std::to_string(stream.size()) +
-                  " lines");
+  check_streams("chrF", hyps, refs);
   std::vector<double> total(3 * (o.char_order + o.word_order), 0.0);
   for (size_t i = 0; i < hyps.size(); ++i) {
     std::vector<std::string> segment_refs;

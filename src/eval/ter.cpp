@@ -16,6 +16,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
 #include "attnkit/eval/metrics.h"
+#include "streams.h"
 
 namespace attnkit::eval {
 namespace {
@@ -204,12 +205,7 @@ std::vector<std::string> tokenize_ter(const std::string& line) {
 
 TerScore corpus_ter(const std::vector<std::string>& hyps,
                     const std::vector<std::vector<std::string>>& refs) {
-  if (refs.empty()) throw Error("TER: no reference stream");
-  for (const auto& stream : refs)
-    if (stream.size() != hyps.size())
-      throw Error("TER: " + std::to_string(hyps.size()) +
-                  " hypotheses but a reference stream has " + std::to_string(stream.size()) +
-                  " lines");
+  check_streams("TER", hyps, refs);
   TerScore t;
   for (size_t i = 0; i < hyps.size(); ++i) {
     const auto hyp = tokenize_ter(hyps[i]);
