@@ -21,9 +21,14 @@ Command add_serve_command(CLI::App& parent) {
   app->add_option("--port", o->port, "Port (0: any free port)")
       ->check(checks::port())
       ->capture_default_str();
-  app->add_option("--workers", o->threads, "HTTP worker threads")
-      ->check(checks::range(1, 256))
+  app->add_option("--max-connections", o->max_connections,
+                  "Connections served at once, each on its own thread; more wait their turn")
+      ->check(checks::range(1, 4096))
       ->capture_default_str();
+  // Before 0.3 the server had this many HTTP worker threads; connections have their own now.
+  app->add_option("--workers", o->max_connections, "Old name of --max-connections")
+      ->check(checks::range(1, 4096))
+      ->group("");
   app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")
       ->check(checks::at_least(1))
       ->capture_default_str();
@@ -32,6 +37,22 @@ Command add_serve_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--timeout", o->request_timeout_s, "Seconds before a translation request fails")
       ->check(checks::range(0, 86400, true))
+      ->capture_default_str();
+  app->add_option("--read-timeout", o->read_timeout_s,
+                  "Seconds a client has to send its whole request; then 408")
+      ->check(checks::range(0, 3600, true))
+      ->capture_default_str();
+  app->add_option("--write-timeout", o->write_timeout_s,
+                  "Seconds a client has to read its whole answer; then the connection is cut")
+      ->check(checks::range(0, 3600, true))
+      ->capture_default_str();
+  app->add_option("--drain", o->drain_s,
+                  "On SIGINT/SIGTERM, seconds the requests in flight have to finish")
+      ->check(checks::range(0, 3600))
+      ->capture_default_str();
+  app->add_option("--batch-window", o->batch_window_ms,
+                  "Milliseconds the batcher waits for concurrent requests to share a decoder call")
+      ->check(checks::range(0, 10000))
       ->capture_default_str();
   return {app,
           [o] {

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "attnkit/version.h"
 #include "attnkit/viz/plot.h"
 #include "batcher.h"
+#include "connections.h"
 #include "web_assets.h"
 
 namespace attnkit::serve {
@@ -137,6 +139,7 @@ json attend(const json& body) {
 template <typename Handler>
 httplib::Server::Handler guarded(Handler handler) {
   return [handler](const httplib::Request& req, httplib::Response& res) {
+    Connections::Handling busy;
     try {
       handler(req, res);
     } catch (const BadRequest& e) {
@@ -151,8 +154,18 @@ httplib::Server::Handler guarded(Handler handler) {
   };
 }
 
+// A handler that cannot fail; marked as handling its request for the connection's deadlines.
+template <typename Handler>
+httplib::Server::Handler plain(Handler handler) {
+  return [handler](const httplib::Request& req, httplib::Response& res) {
+    Connections::Handling busy;
+    handler(req, res);
+  };
+}
+
 // POST /api/translate: {"text", "beam"} -> the translation, its tokens, attention and score.
-json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
+json translate(const json& body, Batcher& batcher, const Connections& connections,
+               const ServerOptions& o) {
   if (!body.contains("text") || !body["text"].is_string())
     throw BadRequest{400, "'text' must be a string"};
   const std::string text = body["text"];
@@ -162,9 +175,14 @@ json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
   if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
   const int beam = int_field(body, "beam", 5, 1, o.max_beam);
   auto future = batcher.submit(text, beam);
-  if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s)) !=
-      std::future_status::ready)
-    throw BadRequest{503, "the translation took too long"};
+  // In slices, so that a server shutting down past its drain bound does not wait here.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.request_timeout_s);
+  while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (connections.cancelled()) throw BadRequest{503, "the server is shutting down"};
+    if (std::chrono::steady_clock::now() > deadline)
+      throw BadRequest{503, "the translation took too long"};
+  }
   const auto t = future.get();
   return {{"translation", t.text},
           {"source_tokens", t.source_tokens},
@@ -175,45 +193,51 @@ json translate(const json& body, Batcher& batcher, const ServerOptions& o) {
 }
 
 void add_page(httplib::Server& server) {
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kIndexHtml, "text/html; charset=utf-8");
-  });
-  server.Get("/app.js", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kAppJs, "application/javascript; charset=utf-8");
-  });
-  server.Get("/style.css", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(web::kStyleCss, "text/css; charset=utf-8");
-  });
+  server.Get("/", plain([](const httplib::Request&, httplib::Response& res) {
+               res.set_content(web::kIndexHtml, "text/html; charset=utf-8");
+             }));
+  server.Get("/app.js", plain([](const httplib::Request&, httplib::Response& res) {
+               res.set_content(web::kAppJs, "application/javascript; charset=utf-8");
+             }));
+  server.Get("/style.css", plain([](const httplib::Request&, httplib::Response& res) {
+               res.set_content(web::kStyleCss, "text/css; charset=utf-8");
+             }));
   // The API's contract (web/openapi.json, checked against real responses by tests/cli), with
   // this build's version.
-  server.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
-    static const std::string doc = [] {
-      auto j = json::parse(web::kOpenApiJson);
-      j["info"]["version"] = kVersion;
-      return j.dump(1);
-    }();
-    res.set_content(doc, "application/json; charset=utf-8");
-  });
+  server.Get("/openapi.json", plain([](const httplib::Request&, httplib::Response& res) {
+               static const std::string doc = [] {
+                 auto j = json::parse(web::kOpenApiJson);
+                 j["info"]["version"] = kVersion;
+                 return j.dump(1);
+               }();
+               res.set_content(doc, "application/json; charset=utf-8");
+             }));
 }
 
 // The API; `batcher` is null without a model.
-void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher) {
-  server.Get("/healthz", [&o, batcher](const httplib::Request&, httplib::Response& res) {
-    json health = {{"status", "ok"}, {"version", kVersion}, {"model", !o.model_dir.empty()}};
-    if (batcher) {
-      health["decoder_calls"] = batcher->batches_run();
-      health["sentences"] = batcher->sentences_run();
-    }
-    reply(res, 200, health);
-  });
+void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher,
+             const Connections& connections) {
+  server.Get("/healthz",
+             plain([&o, batcher, &connections](const httplib::Request&, httplib::Response& res) {
+               json health = {{"status", "ok"},
+                              {"version", kVersion},
+                              {"model", !o.model_dir.empty()},
+                              {"connections", connections.open()},
+                              {"timed_out", connections.timed_out()}};
+               if (batcher) {
+                 health["decoder_calls"] = batcher->batches_run();
+                 health["sentences"] = batcher->sentences_run();
+               }
+               reply(res, 200, health);
+             }));
   server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
                 reply(res, 200, attend(parse_body(req)));
               }));
-  server.Post("/api/translate",
-              guarded([&o, batcher](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/api/translate", guarded([&o, batcher, &connections](const httplib::Request& req,
+                                                                    httplib::Response& res) {
                 if (!batcher)
                   throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
-                reply(res, 200, translate(parse_body(req), *batcher, o));
+                reply(res, 200, translate(parse_body(req), *batcher, connections, o));
               }));
   // The POST endpoints answer other methods with 405 and the method they take.
   for (const char* path : {"/api/translate", "/api/attend"}) {
@@ -221,13 +245,13 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher) 
       res.set_header("Allow", "POST");
       reply(res, 405, {{"error", req.method + " is not allowed here; use POST"}});
     };
-    server.Get(path, not_allowed);
-    server.Put(path, not_allowed);
-    server.Delete(path, not_allowed);
+    server.Get(path, plain(not_allowed));
+    server.Put(path, plain(not_allowed));
+    server.Delete(path, plain(not_allowed));
   }
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  server.set_error_handler(plain([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
-  });
+  }));
 }
 
 // Binds o.host:o.port (any free port for 0); returns the port.
@@ -256,18 +280,25 @@ int run_server(const ServerOptions& o) {
     batcher = std::make_unique<Batcher>(*translator, o.max_batch, o.batch_window_ms);
   }
   httplib::Server server;
-  server.new_task_queue = [threads = o.threads] {
-    return new httplib::ThreadPool(std::max(1, threads));
-  };
   server.set_payload_max_length(o.max_body_bytes);
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second server bind the same port and
   // take half its connections: only SO_REUSEADDR (a restart may bind while old connections close).
-  server.set_socket_options([](socket_t sock) {
+  socket_t listening = INVALID_SOCKET;
+  server.set_socket_options([&listening](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;
   });
-  server.set_read_timeout(10, 0);
-  server.set_write_timeout(10, 0);
+  // One request per connection ("Connection: close" on every answer): cpp-httplib 0.11 reads each
+  // request through a buffer of its own and drops pipelined requests it read ahead (3 sent, 1
+  // answered); closing tells a pipelining client to send the rest again (RFC 9112, 9.3.2), and
+  // no idle keep-alive connection holds a thread. The per-call timeouts below are within the
+  // whole-request deadlines that Connections enforces.
+  server.set_keep_alive_max_count(1);
+  const auto seconds = [](double s) { return std::chrono::duration<double>(s); };
+  server.set_keep_alive_timeout(static_cast<time_t>(std::ceil(o.read_timeout_s)));
+  server.set_read_timeout(seconds(o.read_timeout_s));
+  server.set_write_timeout(seconds(o.write_timeout_s));
   // A chunked body has no length to check before it is read (it went past the body limit to
   // 100 MB): requests must say their length.
   server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -278,8 +309,18 @@ int run_server(const ServerOptions& o) {
     return httplib::Server::HandlerResponse::Handled;
   });
   add_page(server);
-  add_api(server, o, batcher.get());
   const int port = bind(server, o);
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of 8 connections lost SYNs and waited
+  // a second for the retransmission. Listening again on the bound socket sets the backlog.
+  if (listening != INVALID_SOCKET) ::listen(listening, SOMAXCONN);
+  ConnectionLimits limits;
+  limits.max_connections = o.max_connections;
+  limits.read_timeout_s = o.read_timeout_s;
+  limits.write_timeout_s = o.write_timeout_s;
+  limits.drain_s = o.drain_s;
+  Connections connections(port, limits);
+  server.new_task_queue = [&connections] { return connections.new_task_queue(); };
+  add_api(server, o, batcher.get(), connections);
 
   g_server = &server;
   SignalGuard stop_on({SIGINT, SIGTERM}, on_signal);

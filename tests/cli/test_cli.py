@@ -5,9 +5,7 @@ Python writes inputs and state_dicts with torch.save, attnkit computes, Python r
 result with torch.load and compares with the same computation in PyTorch.
 Run: ATTNKIT_BIN=build/attnkit /usr/bin/python3 tests/cli/test_cli.py
 """
-import concurrent.futures
 import json
-import random
 import os
 import re
 import shutil
@@ -19,8 +17,6 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.error
-import urllib.request
 
 import torch
 import torch.nn as nn
@@ -481,173 +477,6 @@ class PicturesCli(unittest.TestCase):
         p = attnkit("plot", bad, "--out", prefix, expect_ok=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn(bad + ":2", p.stderr)
-
-
-class ServeCli(unittest.TestCase):
-    """attnkit serve on 127.0.0.1: the API, limits, batching, and staying up under bad input."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.proc = subprocess.Popen([BIN, "--threads", "1", "serve", "--model", TINY_MODEL, "--port", "0",
-                                     "--workers", "8", "--max-text", "500"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = cls.proc.stdout.readline()
-        cls.url = re.search(r"(http://127\.0\.0\.1:\d+/)", line).group(1)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.proc.terminate()
-        cls.proc.wait(timeout=30)
-
-    def request(self, path, body=None, raw=None):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET",
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    def test_healthz_and_page(self):
-        self.assertEqual(self.request("healthz")[1]["status"], "ok")
-        with urllib.request.urlopen(self.url, timeout=30) as r:
-            self.assertIn("attnkit", r.read().decode())
-
-    def test_translate_returns_tokens_attention_and_score(self):
-        status, r = self.request("api/translate", {"text": "Open the file", "beam": 3})
-        self.assertEqual(status, 200, r)
-        self.assertEqual(r["source_tokens"], ["open", "the", "file"])
-        self.assertEqual(len(r["attention"][0]), 3)
-        self.assertLess(r["score"], 0)
-        # Every attention row is labelled: the target tokens, then the end-of-sentence step.
-        self.assertEqual(len(r["attention_rows"]), len(r["attention"]))
-        self.assertEqual(r["attention_rows"][:len(r["target_tokens"])], r["target_tokens"])
-        self.assertEqual(r["attention_rows"][len(r["target_tokens"]):], ["</s>"])
-
-    def test_responses_follow_the_openapi_contract(self):
-        import jsonschema
-        with urllib.request.urlopen(self.url + "openapi.json", timeout=30) as f:
-            doc = json.loads(f.read())
-        self.assertEqual(doc["info"]["version"], self.request("healthz")[1]["version"])
-
-        def check(path, method, status, body):
-            pointer = "/".join(["#/paths", path.replace("/", "~1"), method, "responses", str(status)])
-            response = jsonschema.RefResolver.from_schema(doc).resolve(pointer)[1]
-            if "$ref" in response:
-                response = jsonschema.RefResolver.from_schema(doc).resolve(response["$ref"])[1]
-            schema = dict(doc, **response["content"]["application/json"]["schema"])
-            jsonschema.Draft202012Validator(schema).validate(body)
-
-        eye = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
-        cases = [("/api/translate", {"text": "Open the file"}, 200),
-                 ("/api/translate", {"text": "Save the document", "beam": 1}, 200),
-                 ("/api/translate", {"text": 5}, 400),
-                 ("/api/translate", {"text": "x" * 600}, 413),
-                 ("/api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": eye}, 200),
-                 ("/api/attend", {"mechanism": "self", "x": eye}, 200),
-                 ("/api/attend", {"mechanism": "psychic"}, 400)]
-        for path, body, want in cases:
-            status, r = self.request(path[1:], body)
-            self.assertEqual(status, want, (path, body, r))
-            check(path, "post", status, r)
-        check("/healthz", "get", 200, self.request("healthz")[1])
-        for path, methods in doc["paths"].items():  # every documented GET answers
-            if "get" in methods:
-                with urllib.request.urlopen(self.url + path[1:], timeout=30) as f:
-                    self.assertEqual(f.status, 200, path)
-
-    def test_attend_reproduces_the_notes(self):
-        status, r = self.request("api/attend", {"mechanism": "soft", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})
-        self.assertEqual((status, r["weights"]), (200, [[0.5761, 0.2119, 0.2119]]))
-        status, r = self.request("api/attend", {"mechanism": "hard", "q": [[1, 0, 0]], "k": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]})
-        self.assertEqual(r["weights"], [[1.0, 0.0, 0.0]])
-
-    def test_bad_input_gets_4xx_with_a_message(self):
-        cases = [("api/translate", b"{not json", 400), ("api/translate", b"[1, 2]", 400),
-                 ("api/translate", json.dumps({"text": 5}).encode(), 400),
-                 ("api/translate", json.dumps({"text": "x" * 600}).encode(), 413),
-                 ("api/translate", json.dumps({"text": "hi", "beam": 99}).encode(), 400),
-                 ("api/attend", json.dumps({"q": [[1, 2]], "k": [[1, 2, 3]]}).encode(), 400),
-                 ("api/attend", json.dumps({"q": [[1, "a"]], "k": [[1, 2]]}).encode(), 400),
-                 ("api/attend", json.dumps({"mechanism": "psychic", "q": [[1]], "k": [[1]]}).encode(), 400),
-                 ("api/translate", b"x" * 70000, 413)]
-        for path, raw, want in cases:
-            status, body = self.request(path, raw=raw)
-            self.assertEqual(status, want, (path, raw[:40], body))
-            if status != 413 or body:
-                self.assertIn("error", body)
-
-    def test_wrong_json_types_and_methods_are_the_clients_fault(self):
-        cases = [({"text": "hi", "beam": "5"}, "'beam' must be an integer"),
-                 ({"text": "hi", "beam": None}, "'beam' must be an integer"),
-                 ({"text": "hi", "beam": 2.5}, "'beam' must be an integer"),
-                 ({"text": "hi", "beam": 4294967297}, "'beam' must be in 1..10"),
-                 ({"text": "hi", "beam": -1}, "'beam' must be in 1..10")]
-        for body, message in cases:
-            status, r = self.request("api/translate", body)
-            self.assertEqual((status, message in r.get("error", "")), (400, True), (body, r))
-        status, r = self.request("api/attend", {"mechanism": 5, "q": [[1]], "k": [[1]]})
-        self.assertEqual(status, 400, r)
-        self.assertIn("'mechanism' must be a string", r["error"])
-        for path in ["api/translate", "api/attend"]:
-            try:
-                urllib.request.urlopen(self.url + path, timeout=30)
-                self.fail(f"GET {path} was answered")
-            except urllib.error.HTTPError as e:
-                self.assertEqual((e.code, e.headers["Allow"]), (405, "POST"), path)
-
-    def test_requests_cannot_ask_for_unbounded_work(self):
-        # 4096 x 1 queries and keys asked for a 4096 x 4096 answer (184 MB): now 413.
-        column = [[1]] * 4096
-        body = json.dumps({"q": column, "k": column}, separators=(",", ":")).encode()
-        self.assertLess(len(body), 40000)
-        status, r = self.request("api/attend", raw=body)
-        self.assertEqual(status, 413, r)
-        self.assertIn("the limit is 65536", r["error"])
-        # A chunked body of 100 KB (past the 64 KB limit): refused without reading it.
-        host, port = re.search(r"http://([\d.]+):(\d+)/", self.url).groups()
-        with socket.create_connection((host, int(port)), timeout=30) as s:
-            s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                      b"Content-Type: application/json\r\n\r\n")
-            try:
-                for _ in range(25):
-                    s.sendall(b"1000\r\n" + b"x" * 4096 + b"\r\n")
-                s.sendall(b"0\r\n\r\n")
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the server answered and closed without reading it all
-            answer = s.recv(4096).decode(errors="replace")
-        self.assertIn(" 411 ", answer.splitlines()[0])
-        self.assertEqual(self.request("healthz")[0], 200)
-
-    def test_a_second_server_on_the_same_port_is_refused(self):
-        port = re.search(r":(\d+)/", self.url).group(1)
-        p = subprocess.run([BIN, "serve", "--port", port], capture_output=True, text=True, timeout=60)
-        self.assertEqual(p.returncode, 1, p.stdout)
-        self.assertIn(f"cannot listen on 127.0.0.1:{port}", p.stderr)
-
-    def test_concurrent_requests_are_batched_and_all_answered(self):
-        sentences = [f"Open file number {i}" for i in range(24)]
-        before = self.request("healthz")[1]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(lambda s: self.request("api/translate", {"text": s, "beam": 1}), sentences))
-        self.assertTrue(all(status == 200 for status, _ in results))
-        # Each answer belongs to its own request.
-        for s, (_, r) in zip(sentences, results):
-            self.assertEqual(r["source_tokens"][:2], ["open", "file"])
-            self.assertEqual(r["source_tokens"][-1], s.split()[-1])
-        after = self.request("healthz")[1]
-        calls = after["decoder_calls"] - before["decoder_calls"]
-        self.assertEqual(after["sentences"] - before["sentences"], 24)
-        self.assertLess(calls, 24, "concurrent requests should share decoder calls")
-
-    def test_garbage_never_brings_it_down(self):
-        rng = random.Random(7)
-        for _ in range(60):
-            raw = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
-            status, _ = self.request(rng.choice(["api/translate", "api/attend"]), raw=raw)
-            self.assertIn(status, (400, 413))
-        self.assertEqual(self.request("healthz")[0], 200)
 
 
 def free_port():
