@@ -1,6 +1,5 @@
 #include "attnkit/serve/server.h"
 
-#include <ATen/ATen.h>
 #include <httplib.h>
 
 #include <chrono>
@@ -9,14 +8,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "attnkit/attention/functional.h"
-#include "attnkit/attention/types.h"
+#include "api.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/signals.h"
-#include "attnkit/data/text.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/version.h"
-#include "attnkit/viz/plot.h"
 #include "batcher.h"
 #include "connections.h"
 #include "web_assets.h"
@@ -26,113 +22,11 @@ namespace {
 
 using nlohmann::json;
 
-// A request problem: becomes a 4xx reply with this message.
-struct BadRequest {
-  int status;
-  std::string message;
-};
-
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
   // Error messages may quote invalid UTF-8 from the request; replace it rather than throw.
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace),
                   "application/json; charset=utf-8");
-}
-
-json parse_body(const httplib::Request& req) {
-  try {
-    auto j = json::parse(req.body);
-    if (!j.is_object()) throw BadRequest{400, "the body must be a JSON object"};
-    return j;
-  } catch (const json::parse_error& e) {
-    throw BadRequest{400, std::string("invalid JSON: ") + e.what()};
-  }
-}
-
-at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
-  if (!j.is_array() || j.empty())
-    throw BadRequest{400, std::string(name) + " must be a non-empty list of rows"};
-  const size_t cols = j[0].is_array() ? j[0].size() : 0;
-  if (cols == 0 || j.size() * cols > max_elements)
-    throw BadRequest{400, std::string(name) + " must be a matrix with 1 to " +
-                              std::to_string(max_elements) + " numbers"};
-  std::vector<float> values;
-  for (const auto& row : j) {
-    if (!row.is_array() || row.size() != cols)
-      throw BadRequest{
-          400, std::string(name) + ": every row needs " + std::to_string(cols) + " numbers"};
-    for (const auto& v : row) {
-      if (!v.is_number()) throw BadRequest{400, std::string(name) + " must hold numbers only"};
-      values.push_back(v.get<float>());
-    }
-  }
-  return at::tensor(values).reshape({static_cast<int64_t>(j.size()), static_cast<int64_t>(cols)});
-}
-
-// body[name] as a string, or `fallback` when absent; another JSON type is the request's fault.
-std::string string_field(const json& body, const char* name, const std::string& fallback) {
-  if (!body.contains(name)) return fallback;
-  if (!body[name].is_string())
-    throw BadRequest{400, std::string("'") + name + "' must be a string"};
-  return body[name].get<std::string>();
-}
-
-// body[name] as an integer in [lo, hi], or `fallback` when absent.
-int int_field(const json& body, const char* name, int fallback, int lo, int hi) {
-  if (!body.contains(name)) return fallback;
-  const auto& v = body[name];
-  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
-  if (!v.is_number_integer())
-    throw BadRequest{400, std::string("'") + name + "' must be an integer in " + range};
-  // Compared as JSON's own integer, so that 4294967297 is not read as 1.
-  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
-                                                     static_cast<int64_t>(v.get<uint64_t>()) >= lo
-                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range) throw BadRequest{400, std::string("'") + name + "' must be in " + range};
-  return static_cast<int>(v.get<int64_t>());
-}
-
-json attend(const json& body) {
-  const std::string mechanism = string_field(body, "mechanism", "soft");
-  const std::string score = string_field(body, "score", mechanism == "self" ? "scaled-dot" : "dot");
-  if (mechanism != "soft" && mechanism != "hard" && mechanism != "self")
-    throw BadRequest{400, "mechanism must be soft, hard or self"};
-  if (score_has_parameters(parse_score_kind(score)))
-    throw BadRequest{400, "score must be one without parameters: dot or scaled-dot"};
-  constexpr size_t kMax = 4096;
-  at::Tensor q, k, v;
-  if (mechanism == "self") {
-    q = k = v = matrix_from(body.contains("x") ? body["x"] : body.value("q", json()), "x", kMax);
-  } else {
-    q = matrix_from(body.value("q", json()), "q", kMax);
-    k = matrix_from(body.value("k", json()), "k", kMax);
-    v = body.contains("v") ? matrix_from(body["v"], "v", kMax) : k;
-  }
-  if (q.size(1) != k.size(1))
-    throw BadRequest{400, "q and k need the same number of columns (" + std::to_string(q.size(1)) +
-                              " vs " + std::to_string(k.size(1)) + ")"};
-  if (k.size(0) != v.size(0))
-    throw BadRequest{400, "k and v need the same number of rows (" + std::to_string(k.size(0)) +
-                              " vs " + std::to_string(v.size(0)) + ")"};
-  // The answer grows with Tq x Tk (scores and weights) and Tq x Dv (output): bounded, so that a
-  // 32 KB request cannot ask for a 184 MB answer and seconds of CPU.
-  constexpr int64_t kMaxCells = 65536;
-  if (q.size(0) * k.size(0) > kMaxCells || q.size(0) * v.size(1) > kMaxCells)
-    throw BadRequest{413,
-                     "the answer would have " +
-                         std::to_string(std::max(q.size(0) * k.size(0), q.size(0) * v.size(1))) +
-                         " numbers per matrix; the limit is " + std::to_string(kMaxCells)};
-  auto q3 = q.unsqueeze(0), k3 = k.unsqueeze(0), v3 = v.unsqueeze(0);
-  auto scores =
-      score == "dot" ? functional::dot_score(q3, k3) : functional::scaled_dot_score(q3, k3);
-  auto weights =
-      mechanism == "hard" ? functional::hard_weights(scores) : functional::soft_weights(scores);
-  auto output = functional::context(weights, v3);
-  return {{"mechanism", mechanism},
-          {"score", score},
-          {"scores", viz::rounded_rows(scores[0])},
-          {"weights", viz::rounded_rows(weights[0])},
-          {"output", viz::rounded_rows(output[0])}};
 }
 
 // Turns a handler's exceptions into JSON error replies: 4xx for the request's faults, 500 for ours.
@@ -142,14 +36,9 @@ httplib::Server::Handler guarded(Handler handler) {
     Connections::Handling busy;
     try {
       handler(req, res);
-    } catch (const BadRequest& e) {
-      reply(res, e.status, {{"error", e.message}});
-    } catch (const Error& e) {
-      reply(res, 400, {{"error", e.what()}});
-    } catch (const c10::Error& e) {
-      reply(res, 400, {{"error", e.what_without_backtrace()}});
-    } catch (const std::exception& e) {
-      reply(res, 500, {{"error", e.what()}});
+    } catch (...) {
+      const auto [status, body] = error_answer(std::current_exception());
+      reply(res, status, body);
     }
   };
 }
@@ -166,15 +55,8 @@ httplib::Server::Handler plain(Handler handler) {
 // POST /api/translate: {"text", "beam"} -> the translation, its tokens, attention and score.
 json translate(const json& body, Batcher& batcher, const Connections& connections,
                const ServerOptions& o) {
-  if (!body.contains("text") || !body["text"].is_string())
-    throw BadRequest{400, "'text' must be a string"};
-  const std::string text = body["text"];
-  if (text.size() > o.max_text_bytes)
-    throw BadRequest{413, "text is " + std::to_string(text.size()) + " bytes; the limit is " +
-                              std::to_string(o.max_text_bytes)};
-  if (!text::valid_utf8(text)) throw BadRequest{400, "text is not valid UTF-8"};
-  const int beam = int_field(body, "beam", 5, 1, o.max_beam);
-  auto future = batcher.submit(text, beam);
+  const auto request = translate_request(body, o.max_text_bytes, o.max_beam);
+  auto future = batcher.submit(request.text, request.beam);
   // In slices, so that a server shutting down past its drain bound does not wait here.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(o.request_timeout_s);
@@ -183,13 +65,7 @@ json translate(const json& body, Batcher& batcher, const Connections& connection
     if (std::chrono::steady_clock::now() > deadline)
       throw BadRequest{503, "the translation took too long"};
   }
-  const auto t = future.get();
-  return {{"translation", t.text},
-          {"source_tokens", t.source_tokens},
-          {"target_tokens", t.target_tokens},
-          {"attention", viz::rounded_rows(t.attention)},
-          {"attention_rows", seq2seq::attention_rows(t)},
-          {"score", t.score}};
+  return translation_json(future.get());
 }
 
 void add_page(httplib::Server& server) {
@@ -231,13 +107,13 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher,
                reply(res, 200, health);
              }));
   server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
-                reply(res, 200, attend(parse_body(req)));
+                reply(res, 200, attend(parse_body(req.body)));
               }));
   server.Post("/api/translate", guarded([&o, batcher, &connections](const httplib::Request& req,
                                                                     httplib::Response& res) {
                 if (!batcher)
                   throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
-                reply(res, 200, translate(parse_body(req), *batcher, connections, o));
+                reply(res, 200, translate(parse_body(req.body), *batcher, connections, o));
               }));
   // The POST endpoints answer other methods with 405 and the method they take.
   for (const char* path : {"/api/translate", "/api/attend"}) {

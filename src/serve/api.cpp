@@ -1,0 +1,153 @@
+#include "api.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "attnkit/attention/functional.h"
+#include "attnkit/attention/types.h"
+#include "attnkit/core/error.h"
+#include "attnkit/data/text.h"
+#include "attnkit/viz/plot.h"
+
+namespace attnkit::serve {
+
+using nlohmann::json;
+
+namespace {
+
+at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
+  if (!j.is_array() || j.empty())
+    throw BadRequest{400, std::string(name) + " must be a non-empty list of rows"};
+  const size_t cols = j[0].is_array() ? j[0].size() : 0;
+  if (cols == 0 || j.size() * cols > max_elements)
+    throw BadRequest{400, std::string(name) + " must be a matrix with 1 to " +
+                              std::to_string(max_elements) + " numbers"};
+  std::vector<float> values;
+  for (const auto& row : j) {
+    if (!row.is_array() || row.size() != cols)
+      throw BadRequest{
+          400, std::string(name) + ": every row needs " + std::to_string(cols) + " numbers"};
+    for (const auto& v : row) {
+      if (!v.is_number()) throw BadRequest{400, std::string(name) + " must hold numbers only"};
+      values.push_back(v.get<float>());
+    }
+  }
+  return at::tensor(values).reshape({static_cast<int64_t>(j.size()), static_cast<int64_t>(cols)});
+}
+
+// body[name] as a string, or `fallback` when absent; another JSON type is the request's fault.
+std::string string_field(const json& body, const char* name, const std::string& fallback) {
+  if (!body.contains(name)) return fallback;
+  if (!body[name].is_string())
+    throw BadRequest{400, std::string("'") + name + "' must be a string"};
+  return body[name].get<std::string>();
+}
+
+// body[name] as an integer in [lo, hi], or `fallback` when absent.
+int int_field(const json& body, const char* name, int fallback, int lo, int hi) {
+  if (!body.contains(name)) return fallback;
+  const auto& v = body[name];
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (!v.is_number_integer())
+    throw BadRequest{400, std::string("'") + name + "' must be an integer in " + range};
+  // Compared as JSON's own integer, so that 4294967297 is not read as 1.
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                                     static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) throw BadRequest{400, std::string("'") + name + "' must be in " + range};
+  return static_cast<int>(v.get<int64_t>());
+}
+
+}  // namespace
+
+json parse_body(const std::string& body) {
+  try {
+    auto j = json::parse(body);
+    if (!j.is_object()) throw BadRequest{400, "the body must be a JSON object"};
+    return j;
+  } catch (const json::parse_error& e) {
+    throw BadRequest{400, std::string("invalid JSON: ") + e.what()};
+  }
+}
+
+json attend(const json& body) {
+  const std::string mechanism = string_field(body, "mechanism", "soft");
+  const std::string score = string_field(body, "score", mechanism == "self" ? "scaled-dot" : "dot");
+  if (mechanism != "soft" && mechanism != "hard" && mechanism != "self")
+    throw BadRequest{400, "mechanism must be soft, hard or self"};
+  if (score_has_parameters(parse_score_kind(score)))
+    throw BadRequest{400, "score must be one without parameters: dot or scaled-dot"};
+  constexpr size_t kMax = 4096;
+  at::Tensor q, k, v;
+  if (mechanism == "self") {
+    q = k = v = matrix_from(body.contains("x") ? body["x"] : body.value("q", json()), "x", kMax);
+  } else {
+    q = matrix_from(body.value("q", json()), "q", kMax);
+    k = matrix_from(body.value("k", json()), "k", kMax);
+    v = body.contains("v") ? matrix_from(body["v"], "v", kMax) : k;
+  }
+  if (q.size(1) != k.size(1))
+    throw BadRequest{400, "q and k need the same number of columns (" + std::to_string(q.size(1)) +
+                              " vs " + std::to_string(k.size(1)) + ")"};
+  if (k.size(0) != v.size(0))
+    throw BadRequest{400, "k and v need the same number of rows (" + std::to_string(k.size(0)) +
+                              " vs " + std::to_string(v.size(0)) + ")"};
+  // The answer grows with Tq x Tk (scores and weights) and Tq x Dv (output): bounded, so that a
+  // 32 KB request cannot ask for a 184 MB answer and seconds of CPU.
+  constexpr int64_t kMaxCells = 65536;
+  if (q.size(0) * k.size(0) > kMaxCells || q.size(0) * v.size(1) > kMaxCells)
+    throw BadRequest{413,
+                     "the answer would have " +
+                         std::to_string(std::max(q.size(0) * k.size(0), q.size(0) * v.size(1))) +
+                         " numbers per matrix; the limit is " + std::to_string(kMaxCells)};
+  auto q3 = q.unsqueeze(0), k3 = k.unsqueeze(0), v3 = v.unsqueeze(0);
+  auto scores =
+      score == "dot" ? functional::dot_score(q3, k3) : functional::scaled_dot_score(q3, k3);
+  auto weights =
+      mechanism == "hard" ? functional::hard_weights(scores) : functional::soft_weights(scores);
+  auto output = functional::context(weights, v3);
+  return {{"mechanism", mechanism},
+          {"score", score},
+          {"scores", viz::rounded_rows(scores[0])},
+          {"weights", viz::rounded_rows(weights[0])},
+          {"output", viz::rounded_rows(output[0])}};
+}
+
+TranslateRequest translate_request(const json& body, size_t max_text_bytes, int max_beam) {
+  if (!body.contains("text") || !body["text"].is_string())
+    throw BadRequest{400, "'text' must be a string"};
+  TranslateRequest r;
+  r.text = body["text"].get<std::string>();
+  if (r.text.size() > max_text_bytes)
+    throw BadRequest{413, "text is " + std::to_string(r.text.size()) + " bytes; the limit is " +
+                              std::to_string(max_text_bytes)};
+  if (!text::valid_utf8(r.text)) throw BadRequest{400, "text is not valid UTF-8"};
+  r.beam = int_field(body, "beam", 5, 1, max_beam);
+  return r;
+}
+
+json translation_json(const seq2seq::Translation& t) {
+  return {{"translation", t.text},
+          {"source_tokens", t.source_tokens},
+          {"target_tokens", t.target_tokens},
+          {"attention", viz::rounded_rows(t.attention)},
+          {"attention_rows", seq2seq::attention_rows(t)},
+          {"score", t.score}};
+}
+
+std::pair<int, json> error_answer(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const BadRequest& e) {
+    return {e.status, {{"error", e.message}}};
+  } catch (const Error& e) {
+    return {400, {{"error", e.what()}}};
+  } catch (const c10::Error& e) {
+    return {400, {{"error", e.what_without_backtrace()}}};
+  } catch (const std::exception& e) {
+    return {500, {{"error", e.what()}}};
+  }
+}
+
+}  // namespace attnkit::serve

@@ -1,0 +1,42 @@
+#pragma once
+
+// Private to src/serve: the API's request handling without sockets, JSON in and JSON out, so that
+// the server's routes stay thin and tests/fuzz/fuzz_server_api.cpp can drive it with any bytes.
+
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "attnkit/seq2seq/translator.h"
+
+namespace attnkit::serve {
+
+// A request problem: becomes a 4xx answer with this message.
+struct BadRequest {
+  int status;
+  std::string message;
+};
+
+// The body as a JSON object; anything else is a BadRequest (400).
+nlohmann::json parse_body(const std::string& body);
+
+// POST /api/attend: the notes' mechanisms on the request's matrices, with the answer's size
+// bounded (413 past 65536 numbers in a matrix).
+nlohmann::json attend(const nlohmann::json& body);
+
+// POST /api/translate's fields, checked: "text" (UTF-8, at most max_text_bytes; 413 past it) and
+// "beam" (an integer in 1..max_beam, 5 when absent).
+struct TranslateRequest {
+  std::string text;
+  int beam = 5;
+};
+TranslateRequest translate_request(const nlohmann::json& body, size_t max_text_bytes, int max_beam);
+
+// The translation as /api/translate answers it (web/openapi.json's Translation).
+nlohmann::json translation_json(const seq2seq::Translation& t);
+
+// What a handler that threw answers: the request's faults 4xx with their message, ours 500.
+std::pair<int, nlohmann::json> error_answer(std::exception_ptr error);
+
+}  // namespace attnkit::serve
