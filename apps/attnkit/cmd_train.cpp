@@ -234,6 +234,15 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   }
   const bool main_rank = !dist || dist->is_main();
   refuse_to_overwrite(o);
+  // A run killed before its first checkpoint left config.json and the vocabularies, and nothing
+  // to resume from: --resume starts from the beginning with them (the same run, as it was asked).
+  const auto dir = fs::path(o.model_dir);
+  const bool start_over = o.resume && !fs::exists(dir / "checkpoint.pt") &&
+                          !fs::exists(dir / "model.pt") && fs::exists(dir / "config.json");
+  if (start_over && main_rank)
+    std::cerr << "note: " << o.model_dir
+              << " has no checkpoint yet (the run stopped before its first): starting from the "
+                 "beginning with its config.json and vocabularies\n";
 
   const auto corpora = read_corpora(a, main_rank);
   fs::create_directories(o.model_dir);
@@ -245,6 +254,7 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
 
   TrainProgress progress;
   if (!a.quiet && main_rank) o.on_event = std::ref(progress);
+  if (start_over) o.resume = false;
   at::manual_seed(o.seed);  // initialisation, so the same seed gives the same model
   seq2seq::Seq2Seq model(prepared.config.model);
   const auto result = train::train_model(model, prepared.config, prepared.source_vocab,
