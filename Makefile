@@ -7,7 +7,7 @@ JOBS ?= 2
 # ccache needs these to reuse objects built with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all setup configure build demo test bench performance deb format clean
+.PHONY: all setup configure build demo test test-sanitize fuzz bench performance deb format clean
 
 all: build
 
@@ -27,6 +27,27 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build
+# directory (docs/ROBUSTNESS.md). Slower: about three times the time of `make test`.
+SANITIZE_DIR ?= build-sanitize
+test-sanitize: setup
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_SANITIZE=ON \
+	  -DATTNKIT_BUILD_BENCH=OFF
+	cmake --build $(SANITIZE_DIR) -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+# Each libFuzzer target (tests/fuzz) for FUZZ_SECONDS, under ASan + UBSan, built with clang in
+# its own directory; a summary per target, findings in $(FUZZ_DIR)/findings/ (docs/ROBUSTNESS.md).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/setup.sh --fuzz
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DATTNKIT_FUZZ=ON
+	cmake --build $(FUZZ_DIR) -j$(JOBS)
+	bash scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # A Debian package of the programs, the library and its CMake and pkg-config files, in $(BUILD_DIR)/.
 deb: build

@@ -19,6 +19,10 @@ packages=(
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
   python3-jsonschema      # the HTTP API tests check real responses against web/openapi.json
 )
+# `make fuzz` (scripts/setup.sh --fuzz): clang and libFuzzer, with its sanitizer runtimes.
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-16 libfuzzer-16-dev libclang-rt-16-dev time)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
