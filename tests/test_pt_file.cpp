@@ -131,6 +131,23 @@ TEST(PtFile, CorruptFilesNeverCrash) {
   EXPECT_GT(errors, 0);
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_pt_file): a central directory whose offsets point past the
+// end of the file made LibTorch's in-memory reader copy from outside the buffer (ASan: a
+// heap-buffer-overflow). Reads are bounded now and the archive is reported as damaged.
+TEST(PtFile, ZipOffsetsPastTheEndAreAClearError) {
+  for (const char* target : {"pt_file", "state_dict"}) {
+    const auto path = std::string(ATTNKIT_TEST_DATA_DIR) + "/../fuzz/corpus/" + target +
+                      "/finding_zip_offset_past_the_end";
+    try {
+      io::load_bytes(read_bytes(path), "damaged.pt");
+      ADD_FAILURE() << path << " loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("damaged.pt: not a readable torch.save archive", 0), 0u)
+          << e.what();
+    }
+  }
+}
+
 // The pickle itself, damaged: stored uncompressed in the zip, so flips reach the unpickler.
 TEST(PtFile, CorruptPickleOpcodesAreClearErrors) {
   const auto bytes = read_bytes(testing::golden_path("notes_myattn_state.pt"));

@@ -1,12 +1,13 @@
 #include "attnkit/io/pt_file.h"
 
 #include <ATen/ATen.h>
-#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +72,25 @@ void check_zip_members(const std::string& b, const std::string& name) {
   }
 }
 
+// The archive's bytes for LibTorch's zip reader. LibTorch's own MemoryReadAdapter copies from
+// any offset it is asked for; a damaged central directory asks for offsets outside the file
+// (found by tests/fuzz/fuzz_pt_file: an out-of-bounds read). Here a read past the end is short,
+// which the zip reader reports as a damaged archive.
+class BoundedReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReadAdapter(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
 PyRef load_object(const std::string& bytes, const std::string& name) {
   if (bytes.size() < 4 || bytes.compare(0, 4, "PK\x03\x04") != 0) {
     const bool legacy = !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80;
@@ -80,8 +100,7 @@ PyRef load_object(const std::string& bytes, const std::string& name) {
   }
   check_zip_members(bytes, name);
   try {
-    auto adapter =
-        std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size());
+    auto adapter = std::make_shared<BoundedReadAdapter>(bytes);
     caffe2::serialize::PyTorchStreamReader reader(adapter);
     if (!reader.hasRecord("data.pkl"))
       throw Error(name + ": the archive has no data.pkl record; is it a torch.save file?");
