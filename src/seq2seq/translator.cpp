@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -106,6 +107,36 @@ void check_model_options(const std::string& path, const Seq2SeqOptions& m) {
   require(m.self_attention_layers() == 0 || width % m.self_attention_heads() == 0,
           "self_attention_heads", "a divisor of the encoder width " + std::to_string(width),
           m.self_attention_heads());
+  // A rough count of the weights (embeddings, output layer, GRUs in both directions, attention),
+  // in double so that absurd sizes cannot overflow it: a damaged config must not ask LibTorch
+  // for terabytes.
+  const double vocab = double(m.source_vocab()) + double(m.target_vocab());
+  const double e = double(m.embed_size()), h = double(m.hidden_size()), layers = double(m.layers());
+  const double weights = vocab * (e + 2 * h) + layers * 2 * 3 * h * (e + 3 * h) +
+                         double(m.self_attention_layers()) * 12 * h * h;
+  constexpr double kMaxWeights = double(1LL << 31);  // 8 GiB of float32
+  if (weights > kMaxWeights)
+    throw Error(path + ": the sizes describe a model of about " +
+                std::to_string(static_cast<long long>(weights / 1e6)) +
+                " million weights; the limit is " + std::to_string((1LL << 31) / 1000000) +
+                " million (is the config damaged?)");
+}
+
+// m[key] as an integer; a float, a string or an integer beyond int64 is the config's fault.
+int64_t integer(const std::string& path, const json& m, const char* key) {
+  const auto& v = m.at(key);
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+    throw Error(path + ": model." + key + " must be an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+// m[key] as a number (an integer is one too).
+double number(const std::string& path, const json& m, const char* key) {
+  const auto& v = m.at(key);
+  if (!v.is_number()) throw Error(path + ": model." + key + " must be a number, got " + v.dump());
+  return v.get<double>();
 }
 
 }  // namespace
@@ -127,22 +158,25 @@ ModelConfig load_config(const std::string& dir) {
     ModelConfig c;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
-    c.model =
-        Seq2SeqOptions(m.at("source_vocab").get<int64_t>(), m.at("target_vocab").get<int64_t>())
-            .embed_size(m.at("embed_size").get<int64_t>())
-            .hidden_size(m.at("hidden_size").get<int64_t>())
-            .layers(m.at("layers").get<int64_t>())
-            .bidirectional(m.at("bidirectional").get<bool>())
-            .dropout(m.at("dropout").get<double>())
-            .attention(m.at("attention").get<bool>())
-            .score(parse_score_kind(m.at("score").get<std::string>()))
-            .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
-            .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
-            .temperature(m.at("temperature").get<double>())
-            .window(m.at("window").get<int64_t>())
-            .input_feeding(m.at("input_feeding").get<bool>())
-            .self_attention_layers(m.at("self_attention_layers").get<int64_t>())
-            .self_attention_heads(m.at("self_attention_heads").get<int64_t>());
+    // Numbers through integer() and number(): nlohmann converts 1e87 to int64 without a check
+    // (undefined behaviour; found by tests/fuzz/fuzz_model_dir).
+    const auto i = [&](const char* key) { return integer(path, m, key); };
+    const auto d = [&](const char* key) { return number(path, m, key); };
+    c.model = Seq2SeqOptions(i("source_vocab"), i("target_vocab"))
+                  .embed_size(i("embed_size"))
+                  .hidden_size(i("hidden_size"))
+                  .layers(i("layers"))
+                  .bidirectional(m.at("bidirectional").get<bool>())
+                  .dropout(d("dropout"))
+                  .attention(m.at("attention").get<bool>())
+                  .score(parse_score_kind(m.at("score").get<std::string>()))
+                  .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
+                  .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
+                  .temperature(d("temperature"))
+                  .window(i("window"))
+                  .input_feeding(m.at("input_feeding").get<bool>())
+                  .self_attention_layers(i("self_attention_layers"))
+                  .self_attention_heads(i("self_attention_heads"));
     check_model_options(path, c.model);
     return c;
   } catch (const json::exception& e) {

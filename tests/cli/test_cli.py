@@ -95,7 +95,11 @@ class Cli(unittest.TestCase):
         config_path = os.path.join(model, "config.json")
         with open(config_path) as f:
             config = json.load(f)
-        for key, value in [("layers", 0), ("hidden_size", -4), ("embed_size", 0), ("dropout", 1.5)]:
+        # 1.33e87 as an integer field was undefined behaviour in the JSON library (found by
+        # tests/fuzz/fuzz_model_dir); "2" and 2.5 were read as numbers or truncated.
+        for key, value in [("layers", 0), ("hidden_size", -4), ("embed_size", 0), ("dropout", 1.5),
+                           ("hidden_size", 1.33e87), ("layers", 2.5), ("embed_size", "32"),
+                           ("temperature", "hot")]:
             broken = json.loads(json.dumps(config))
             broken["model"][key] = value
             with open(config_path, "w") as f:
@@ -104,6 +108,15 @@ class Cli(unittest.TestCase):
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 1, (key, p.stderr))
             self.assertIn(f"config.json: model.{key} must be", p.stderr)
+        # Sizes each allowed alone but absurd together would ask LibTorch for terabytes.
+        broken = json.loads(json.dumps(config))
+        broken["model"].update(source_vocab=10**9, embed_size=4096)
+        with open(config_path, "w") as f:
+            json.dump(broken, f)
+        p = subprocess.run([BIN, "translate", "--model", model], input="x\n", capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("million weights; the limit is 2147 million", p.stderr)
 
     def test_info_names_the_blas(self):
         out = attnkit("info").stdout
