@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/types.h"
@@ -30,7 +32,12 @@ at::Tensor matrix_from(const json& j, const char* name, size_t max_elements) {
           400, std::string(name) + ": every row needs " + std::to_string(cols) + " numbers"};
     for (const auto& v : row) {
       if (!v.is_number()) throw BadRequest{400, std::string(name) + " must hold numbers only"};
-      values.push_back(v.get<float>());
+      // Converting a double beyond float's range is undefined behaviour, not infinity.
+      const double x = v.get<double>();
+      if (!(std::abs(x) <= std::numeric_limits<float>::max()))
+        throw BadRequest{400, std::string(name) + " holds " + v.dump() +
+                                  ", beyond the range of float32 (3.4e38)"};
+      values.push_back(static_cast<float>(x));
     }
   }
   return at::tensor(values).reshape({static_cast<int64_t>(j.size()), static_cast<int64_t>(cols)});
