@@ -10,7 +10,7 @@ seconds=$2
 shift 2
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(pt_file state_dict model_dir gettext corpus_files tokenizers metrics server_api)
+  targets=(pt_file state_dict model_dir weights gettext corpus_files tokenizers metrics server_api)
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 export LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0

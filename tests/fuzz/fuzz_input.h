@@ -58,6 +58,7 @@ inline const std::filesystem::path& scratch_dir() {
 
 inline std::string write_file(const std::string& name, const std::string& bytes) {
   const auto path = (scratch_dir() / name).string();
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
   return path;
 }

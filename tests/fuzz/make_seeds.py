@@ -67,6 +67,22 @@ def model_dir():
     write("model_dir", "unidirectional", SEP.join([json.dumps(config).encode()] + parts[1:]))
 
 
+def weights():
+    """A model 4 wide, trained for two steps by attnkit itself (ATTNKIT_BIN, default build/attnkit):
+    its config.json and model.pt, and its checkpoint.pt, each joined to the config."""
+    binary = os.environ.get("ATTNKIT_BIN", os.path.join(ROOT, "build", "attnkit"))
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "train.tsv"), "w") as f:
+            f.write("a b c\ta b c\nb c\tb c\nc a\tc a\n")
+        model = os.path.join(tmp, "model")
+        subprocess.run([binary, "train", "--train", os.path.join(tmp, "train.tsv"), "--model-dir", model,
+                        "--source-tokenizer", "en", "--target-tokenizer", "en", "--embed", "4",
+                        "--hidden", "4", "--max-steps", "2", "--quiet"], check=True, capture_output=True)
+        config = read(model, "config.json")
+        write("weights", "model.pt", config + SEP + read(model, "model.pt"))
+        write("weights", "checkpoint.pt", config + SEP + read(model, "checkpoint.pt"))
+
+
 def gettext():
     po = read("tests", "data", "sample.po")
     write("gettext", "sample.po", b"\x00" + po)
@@ -127,7 +143,7 @@ def server_api():
 
 
 if __name__ == "__main__":
-    for target in ["pt_file", "state_dict", "model_dir", "gettext", "corpus_files", "tokenizers",
-                   "metrics", "server_api"]:
+    for target in ["pt_file", "state_dict", "model_dir", "weights", "gettext", "corpus_files",
+                   "tokenizers", "metrics", "server_api"]:
         globals()[target]()
     print("wrote", CORPUS)

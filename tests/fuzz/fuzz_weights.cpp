@@ -1,0 +1,33 @@
+// A model directory's weights: model.pt and checkpoint.pt, read by LibTorch's archive reader,
+// then held to config.json's shapes and to finite values. The input is config.json and the
+// weights joined by "\n@@@@\n" (seeds: a 4-wide model that make_seeds.py trains for a step).
+
+#include <filesystem>
+
+#include "attnkit/core/error.h"
+#include "attnkit/seq2seq/translator.h"
+#include "fuzz_input.h"
+
+ATTNKIT_FUZZ_TARGET(weights) {
+  using namespace attnkit;
+  const auto parts = fuzz::split(data, size, "\n@@@@\n", 2);
+  if (parts.size() < 2) return 0;
+  fuzz::write_file("weights/config.json", parts[0]);
+  const std::string path = fuzz::write_file("weights/model.pt", parts[1]);
+  seq2seq::ModelConfig config;
+  try {
+    config = seq2seq::load_config((fuzz::scratch_dir() / "weights").string());
+  } catch (const Error&) {
+    return 0;
+  }
+  seq2seq::Seq2Seq model(config.model);
+  try {
+    seq2seq::load_weights(model, path);
+  } catch (const Error&) {
+  }
+  try {
+    seq2seq::load_checkpoint_model(model, path);
+  } catch (const Error&) {
+  }
+  return 0;
+}
