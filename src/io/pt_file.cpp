@@ -81,7 +81,7 @@ class BoundedReadAdapter : public caffe2::serialize::ReadAdapterInterface {
   explicit BoundedReadAdapter(const std::string& bytes) : bytes_(bytes) {}
   size_t size() const override { return bytes_.size(); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
-    if (pos >= bytes_.size()) return 0;
+    if (pos >= bytes_.size() || n == 0) return 0;  // n == 0: buf may be null
     n = std::min<uint64_t>(n, bytes_.size() - pos);
     std::memcpy(buf, bytes_.data() + pos, n);
     return n;

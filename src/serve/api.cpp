@@ -73,7 +73,7 @@ json parse_body(const std::string& body) {
     auto j = json::parse(body);
     if (!j.is_object()) throw BadRequest{400, "the body must be a JSON object"};
     return j;
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400 (a 500 once)
     throw BadRequest{400, std::string("invalid JSON: ") + e.what()};
   }
 }

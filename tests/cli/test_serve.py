@@ -146,6 +146,7 @@ class ServeCli(unittest.TestCase):
                  ("api/attend", json.dumps({"q": [[1, 2]], "k": [[1, 2, 3]]}).encode(), 400),
                  ("api/attend", json.dumps({"q": [[1, "a"]], "k": [[1, 2]]}).encode(), 400),
                  ("api/attend", b'{"q": [[1e300]], "k": [[1]]}', 400),
+                 ("api/translate", b'{"text": "hi", "beam": 1e400}', 400),  # was 500 (fuzzing)
                  ("api/attend", json.dumps({"mechanism": "psychic", "q": [[1]], "k": [[1]]}).encode(), 400),
                  ("api/translate", b"x" * 70000, 413)]
         for path, raw, want in cases:
