@@ -14,8 +14,6 @@ if ((${#targets[@]} == 0)); then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 export LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0
-# Whole stacks for allocations, so that the suppressions can name the function that leaked.
-export ASAN_OPTIONS=fast_unwind_on_malloc=0
 export UBSAN_OPTIONS=print_stacktrace=1
 status=0
 printf '%-14s %8s %8s %12s %8s %8s %s\n' target seconds cpu_s executions cov features findings
