@@ -35,7 +35,8 @@ test-sanitize: setup
 	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_SANITIZE=ON \
 	  -DATTNKIT_BUILD_BENCH=OFF
 	cmake --build $(SANITIZE_DIR) -j$(JOBS)
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
 	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 # Each libFuzzer target (tests/fuzz) for FUZZ_SECONDS, under ASan + UBSan, built with clang in
