@@ -19,7 +19,10 @@ nlohmann::json cases() {
 }
 
 TEST(Bleu, MatchesSacreBleu) {
-  for (const auto& c : cases()["bleu"]) {
+  // cases() is a temporary: iterating its member directly would read it after it is gone
+  // (make test-sanitize: heap-use-after-free).
+  const auto all = cases();
+  for (const auto& c : all["bleu"]) {
     BleuOptions o;
     o.tokenize = c["tokenize"];
     o.smooth = c["smooth"];
@@ -46,7 +49,8 @@ TEST(Bleu, StatisticsAndFormat) {
 TEST(Bleu, MismatchedStreamsAreAnError) { EXPECT_THROW(corpus_bleu({"a", "b"}, {{"a"}}), Error); }
 
 TEST(Chrf, MatchesSacreBleu) {
-  for (const auto& c : cases()["chrf"]) {
+  const auto all = cases();
+  for (const auto& c : all["chrf"]) {
     ChrfOptions o;
     o.beta = c["beta"];
     o.eps_smoothing = c["eps"];

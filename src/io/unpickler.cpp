@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <exception>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "attnkit/core/error.h"
 
@@ -93,6 +96,11 @@ class Unpickler {
         source_(std::move(source)),
         loader_(loader) {}
 
+  // What the program built besides its result may contain itself (a memoized list appended to
+  // itself, or anything left when the program fails): those cycles are broken here, or they
+  // would leak (make test-sanitize found it).
+  ~Unpickler() { break_cycles(); }
+
   PyRef run() {
     while (true) {
       op_pos_ = pos_;
@@ -104,7 +112,8 @@ class Unpickler {
       fail("the program ended with " + std::to_string(stack_.size()) +
            " values on the stack instead of 1");
     check_nesting(stack_.back());
-    return stack_.back();
+    result_ = stack_.back();
+    return result_;
   }
 
  private:
@@ -139,6 +148,35 @@ class Unpickler {
         fail("values nested deeper than " + std::to_string(kMaxPickleDepth) + " levels");
       done[child] = false;
       path.emplace_back(child, 0);
+    }
+  }
+
+  // Every object reachable from `roots`, each once.
+  static std::vector<PyRef> reachable(std::vector<PyRef> all) {
+    std::unordered_set<const PyObject*> seen;
+    std::vector<PyRef> out;
+    while (!all.empty()) {
+      PyRef o = std::move(all.back());
+      all.pop_back();
+      if (!o || !seen.insert(o.get()).second) continue;
+      for (const auto& item : o->items) all.push_back(item);
+      for (const auto& [k, v] : o->dict) all.insert(all.end(), {k, v});
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
+  // Empties every container the stack and the memo reach, except the result's (acyclic: checked
+  // by check_nesting), keeping each alive until all are emptied.
+  void break_cycles() {
+    std::unordered_set<const PyObject*> result;
+    for (const auto& o : reachable({result_})) result.insert(o.get());
+    std::vector<PyRef> roots(stack_.begin(), stack_.end());
+    for (const auto& [index, o] : memo_) roots.push_back(o);
+    for (const auto& o : reachable(std::move(roots))) {
+      if (result.count(o.get())) continue;
+      o->items.clear();
+      o->dict.clear();
     }
   }
 
@@ -540,6 +578,7 @@ class Unpickler {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyRef> memo_;
   std::unordered_map<std::string, PyRef> storages_;
+  PyRef result_;
 };
 
 }  // namespace
