@@ -48,11 +48,21 @@ Position load_checkpoint(const std::string& path, Trainable& model, torch::optim
     archive.read("rng", rng);
     archive.read("position", position);
     archive.read("metrics", metrics);
-  } catch (const c10::Error& e) {
-    throw Error(path + ": cannot resume (" + first_line(e.what_without_backtrace()) + ")");
+  } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
+    throw Error(path + ": cannot resume (" + first_line(e.what()) + ")");
   }
+  // The archive read, its tensors must still be what save_checkpoint wrote: an accessor does not
+  // check bounds.
+  if (position.scalar_type() != at::kLong || position.dim() != 1 || position.numel() < 6 ||
+      metrics.scalar_type() != at::kDouble || metrics.dim() != 1 || metrics.numel() < 4 ||
+      rng.scalar_type() != at::kByte)
+    throw Error(path + ": cannot resume (the position, metrics or generator state is damaged)");
   auto generator = at::detail::getDefaultCPUGenerator();
-  generator.set_state(rng);
+  try {
+    generator.set_state(rng);
+  } catch (const std::exception& e) {
+    throw Error(path + ": cannot resume (the generator state: " + first_line(e.what()) + ")");
+  }
   auto pos = position.accessor<int64_t, 1>();
   auto met = metrics.accessor<double, 1>();
   p.epoch = pos[0];
@@ -75,9 +85,8 @@ void load_checkpoint_weights(Trainable& model, const std::string& path) {
     archive.load_from(path);
     archive.read("model", model_archive);
     model.load(model_archive);
-  } catch (const c10::Error& e) {
-    throw Error(path + ": cannot read the weights (" + first_line(e.what_without_backtrace()) +
-                ")");
+  } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
+    throw Error(path + ": cannot read the weights (" + first_line(e.what()) + ")");
   }
 }
 
