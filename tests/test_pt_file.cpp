@@ -148,6 +148,27 @@ TEST(PtFile, ZipOffsetsPastTheEndAreAClearError) {
   }
 }
 
+// LibTorch's zip readers do not check the members' CRC-32: a damaged model.pt reached its
+// TorchScript importer and crashed it (a SEGV found by tests/fuzz/fuzz_weights). Every stored
+// member is checked before any reader sees it: one flipped byte anywhere in a member's data is
+// an error naming the file and the member.
+TEST(PtFile, ADamagedMemberFailsItsCrcBeforeAnyReaderSeesIt) {
+  const std::string path = std::string(ATTNKIT_GOLDEN_DIR) + "/tiny_model/model.pt";
+  const auto bytes = read_bytes(path);
+  io::check_archive(bytes, "model.pt");  // intact
+  for (size_t at : {size_t(200), bytes.size() / 3, bytes.size() / 2}) {
+    auto damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x10);
+    try {
+      io::check_archive(damaged, "model.pt");
+      ADD_FAILURE() << "a flip at byte " << at << " passed";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("model.pt: damaged archive: member '", 0), 0u)
+          << e.what();
+    }
+  }
+}
+
 // The pickle itself, damaged: stored uncompressed in the zip, so flips reach the unpickler.
 TEST(PtFile, CorruptPickleOpcodesAreClearErrors) {
   const auto bytes = read_bytes(testing::golden_path("notes_myattn_state.pt"));

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -46,31 +47,71 @@ uint16_t le16(const std::string& b, size_t at) {
                                static_cast<unsigned char>(b[at + 1]) << 8);
 }
 
-// A compressed member that inflates far beyond its size is a zip bomb (a 0.97 MB file inflated
-// to 2.1 GB before this check): refused from the central directory, before anything is inflated.
-// torch.save stores its members uncompressed; LibTorch's own archives compress a few small
-// records, to a ratio far below the bound.
-void check_zip_members(const std::string& b, const std::string& name) {
-  constexpr size_t kEnd = 22, kEntry = 46;
+uint32_t crc32(const char* data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i)
+    c = table[(c ^ static_cast<unsigned char>(data[i])) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+}  // namespace
+
+void check_archive(const std::string& b, const std::string& name) {
+  constexpr size_t kEnd = 22, kEntry = 46, kLocal = 30;
   if (b.size() < kEnd) return;  // the reader reports a truncated archive
   size_t end = b.size() - kEnd;
   const size_t stop = b.size() > kEnd + 65535 ? b.size() - kEnd - 65535 : 0;
   while (end > stop && le32(b, end) != 0x06054b50) --end;
   if (le32(b, end) != 0x06054b50) return;
+  auto damaged = [&](const std::string& member, const std::string& what) {
+    return Error(name + ": damaged archive: member '" + member + "' " + what);
+  };
   size_t at = le32(b, end + 16);
   for (uint32_t n = 0, count = le16(b, end + 10); n < count; ++n) {
     if (at + kEntry > b.size() || le32(b, at) != 0x02014b50) return;
     const uint16_t method = le16(b, at + 10), name_len = le16(b, at + 28);
-    const uint64_t packed = le32(b, at + 20), unpacked = le32(b, at + 24);
+    const uint32_t crc = le32(b, at + 16);
+    const uint64_t packed = le32(b, at + 20), unpacked = le32(b, at + 24), local = le32(b, at + 42);
     if (at + kEntry + name_len > b.size()) return;
     const std::string member = b.substr(at + kEntry, name_len);
+    // A compressed member that inflates far beyond its size is a zip bomb (a 0.97 MB file
+    // inflated to 2.1 GB before this check). torch.save stores its members uncompressed;
+    // LibTorch's own archives compress a few small records, far below the bound.
     if (method != 0 && unpacked > 16 * packed + (1u << 20))
       throw Error(name + ": member '" + member + "' would inflate from " + std::to_string(packed) +
                   " to " + std::to_string(unpacked) +
                   " bytes; refusing it (torch.save stores tensors uncompressed)");
+    // A stored member must lie inside the file and match its CRC-32, which the zip readers
+    // below do not check: a damaged model.pt crashed LibTorch's TorchScript importer (a SEGV
+    // found by tests/fuzz/fuzz_weights). Zip64 sizes (0xFFFFFFFF) are left to the reader.
+    const bool zip64 = packed == 0xFFFFFFFFu || local == 0xFFFFFFFFu;
+    if (method == 0 && !zip64) {
+      if (local + kLocal > b.size() || le32(b, local) != 0x04034b50)
+        throw damaged(member, "has no local header where the directory says");
+      const uint64_t data = local + kLocal + le16(b, local + 26) + le16(b, local + 28);
+      if (data + packed > b.size()) throw damaged(member, "runs past the end of the file");
+      if (crc32(b.data() + data, packed) != crc) throw damaged(member, "fails its CRC-32 check");
+    }
     at += kEntry + name_len + le16(b, at + 30) + le16(b, at + 32);
   }
 }
+
+std::string read_checked_archive(const std::string& path) {
+  auto bytes = read_file(path);
+  check_archive(bytes, path);
+  return bytes;
+}
+
+namespace {
 
 // The archive's bytes for LibTorch's zip reader. LibTorch's own MemoryReadAdapter copies from
 // any offset it is asked for; a damaged central directory asks for offsets outside the file
@@ -98,7 +139,7 @@ PyRef load_object(const std::string& bytes, const std::string& name) {
                                  "torch.save(obj, path) from PyTorch >= 1.6"
                                : ": not a torch.save file (no zip header)"));
   }
-  check_zip_members(bytes, name);
+  check_archive(bytes, name);
   try {
     auto adapter = std::make_shared<BoundedReadAdapter>(bytes);
     caffe2::serialize::PyTorchStreamReader reader(adapter);

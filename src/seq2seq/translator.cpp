@@ -240,7 +240,8 @@ void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
   const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive, weights;
-    archive.load_from(path);
+    std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
+    archive.load_from(bytes);
     archive.read("model", weights);  // train/checkpoint.h's layout
     model->load(weights);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
@@ -255,7 +256,8 @@ void load_weights(Seq2Seq& model, const std::string& path) {
   const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
+    archive.load_from(bytes);
     model->load(archive);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
     throw Error(path + ": cannot load the weights into the configured model (" +

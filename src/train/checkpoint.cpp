@@ -11,6 +11,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
+#include "attnkit/io/pt_file.h"
 
 namespace attnkit::train {
 namespace fs = std::filesystem;
@@ -40,7 +41,8 @@ Position load_checkpoint(const std::string& path, Trainable& model, torch::optim
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   at::Tensor rng, position, metrics;
   try {
-    archive.load_from(path);
+    std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
+    archive.load_from(bytes);
     archive.read("model", model_archive);
     archive.read("optimizer", optimizer_archive);
     model.load(model_archive);
@@ -82,7 +84,8 @@ void load_checkpoint_weights(Trainable& model, const std::string& path) {
   if (!fs::exists(path)) throw Error(path + ": no such checkpoint");
   try {
     torch::serialize::InputArchive archive, model_archive;
-    archive.load_from(path);
+    std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
+    archive.load_from(bytes);
     archive.read("model", model_archive);
     model.load(model_archive);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)

@@ -36,6 +36,14 @@ TensorDict load_tensor_dict(const std::string& path);
 // half-written file or destroys an existing one.
 void save_tensor_dict(const std::string& path, const TensorDict& tensors);
 
+// The zip container of a .pt file (torch.save's, or a LibTorch archive's: model.pt,
+// checkpoint.pt), checked before a reader trusts it: every stored member inside the file and
+// matching its CRC-32, no compressed member inflating beyond 16x. attnkit::Error naming `name`
+// and the member.
+void check_archive(const std::string& bytes, const std::string& name);
+// The bytes of the archive at `path`, checked so.
+std::string read_checked_archive(const std::string& path);
+
 // Looks a name up in a TensorDict; throws attnkit::Error naming `what` when absent.
 const at::Tensor& find(const TensorDict& dict, const std::string& key, const std::string& what);
 
