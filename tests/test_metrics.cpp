@@ -5,6 +5,8 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
 
 #include "attnkit/core/error.h"
 #include "attnkit/eval/metrics.h"
@@ -78,6 +80,27 @@ TEST(Alignment, ErrorRate) {
   EXPECT_DOUBLE_EQ(alignment_error_rate({{0, 1}, {1, 0}}, sure, possible), 1.0);
   // A = {(0,0), (2,1)}: |A∩S| = 1, |A∩P| = 2 -> 1 - 3/4.
   EXPECT_DOUBLE_EQ(alignment_error_rate({{0, 0}, {2, 1}}, sure, possible), 0.25);
+}
+
+// Shifts "within the run" whose end lies past the hypothesis's end: Python's slices stop at the
+// end, and an unclamped end ran past it (found by tests/fuzz/fuzz_metrics, ASan). Edits and
+// reference lengths from sacreBLEU 2.6.0's lib_ter.translation_edit_rate on the same words.
+TEST(Ter, ShiftsThatReachTheEndMatchSacreBleu) {
+  const std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> cases = {
+      {"c c a b a b", "b a b b", 3, 4},
+      {"c c c b a", "b a a", 4, 3},
+      {"b c b c c", "c c c b", 2, 4},
+      {"a c c b c", "b c b c a c", 2, 6},
+      {"b c c a a", "a b b a a b", 4, 6}};
+  auto words = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  for (const auto& [hyp, ref, edits, length] : cases)
+    EXPECT_EQ(translation_edits(words(hyp), words(ref)), std::make_pair(edits, length))
+        << hyp << " | " << ref;
 }
 
 }  // namespace

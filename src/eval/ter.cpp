@@ -120,8 +120,10 @@ Words shifted(const Words& words, int64_t start, int64_t length, int64_t target)
     std::rotate(out.begin() + target, first, last);
   else if (target > start + length)
     std::rotate(first, last, out.begin() + target);
-  else  // within the run: as sacreBLEU, the run moves `target` words to the right
-    std::rotate(first, last, last + target - start);
+  else  // within the run: as sacreBLEU, the run moves `target - start` words to the right, as
+        // far as there are words (Python's slices stop at the end; an unclamped end ran past it,
+        // found by tests/fuzz/fuzz_metrics)
+    std::rotate(first, last, last + std::min<int64_t>(target - start, out.end() - last));
   return out;
 }
 
