@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/seed_*): a few small valid
 inputs of each kind, from PyTorch (torch.save), gettext's msgfmt and the project's fixtures.
-Inputs that fuzzing found are added next to them by scripts/fuzz.sh, named after their finding.
+Next to them: the input of every finding (finding_*), and the inputs a fuzzing campaign reached
+new coverage with, folded in by libFuzzer's merge (named by their SHA-1):
+  build-fuzz/tests/fuzz/fuzz_T -merge=1 tests/fuzz/corpus/T build-fuzz/fuzz-corpus/T
 Run from anywhere: /usr/bin/python3 tests/fuzz/make_seeds.py
 """
 import io
