@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,8 +25,8 @@
 #define ATTNKIT_FUZZ_TARGET(name) \
   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 #else
-#define ATTNKIT_FUZZ_TARGET(name)                                                           \
-  static int fuzz_##name(const uint8_t* data, size_t size);                                \
+#define ATTNKIT_FUZZ_TARGET(name)                                                             \
+  static int fuzz_##name(const uint8_t* data, size_t size);                                   \
   static const bool registered_##name = ::attnkit::fuzz::register_target(#name, fuzz_##name); \
   static int fuzz_##name(const uint8_t* data, size_t size)
 #endif
@@ -47,12 +48,20 @@ inline bool register_target(const char* name, Target target) {
 // A directory of this process's own, in memory when /dev/shm is there.
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    const std::filesystem::path base =
-        std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
+    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
+                                           ? "/dev/shm"
+                                           : std::filesystem::temp_directory_path();
     auto d = base / ("attnkit-fuzz-" + std::to_string(getpid()));
     std::filesystem::create_directories(d);
     return d;
   }();
+  // libFuzzer ends with exit(): the scratch files go with the process. Registered once `dir` is
+  // built, so the handler runs before `dir` is destroyed.
+  static const bool cleanup = std::atexit([] {
+                                std::error_code ignored;
+                                std::filesystem::remove_all(dir, ignored);
+                              }) == 0;
+  (void)cleanup;
   return dir;
 }
 

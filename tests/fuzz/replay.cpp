@@ -42,6 +42,5 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << argv[1] << ": " << files.size() << " inputs, no crash\n";
-  fs::remove_all(attnkit::fuzz::scratch_dir());
   return files.empty() ? 1 : 0;
 }
