@@ -182,22 +182,17 @@ uint64_t Connections::timed_out() const {
   return timed_out_;
 }
 
-Connections::Handling::Handling() {
+// Moves the calling thread's connection, if it serves one, to `phase` from now on.
+void Connections::mark(Phase phase) {
   auto* owner = static_cast<Connections*>(t_owner);
   auto* c = static_cast<Connection*>(t_connection);
   if (!owner || !c) return;
   std::lock_guard<std::mutex> lock(owner->mutex_);
-  c->phase = Phase::Handling;
+  c->phase = phase;
   c->since = Clock::now();
 }
 
-Connections::Handling::~Handling() {
-  auto* owner = static_cast<Connections*>(t_owner);
-  auto* c = static_cast<Connection*>(t_connection);
-  if (!owner || !c) return;
-  std::lock_guard<std::mutex> lock(owner->mutex_);
-  c->phase = Phase::Writing;
-  c->since = Clock::now();
-}
+Connections::Handling::Handling() { mark(Phase::Handling); }
+Connections::Handling::~Handling() { mark(Phase::Writing); }
 
 }  // namespace attnkit::serve

@@ -77,6 +77,7 @@ class Connections {
   };
   class Queue;
 
+  static void mark(Phase phase);
   void enqueue(std::function<void()> fn);
   void serve(std::function<void()> fn);
   Connection* find_new_socket();
