@@ -198,3 +198,53 @@ class RefSelfAttention(nn.Module):
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         w = soft_weights(q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]), mask)
         return w @ v, w
+
+
+def sinusoidal_positions(length, d, offset=0):
+    """Vaswani et al.'s position encodings: [length, d], sin on even columns, cos on odd."""
+    position = torch.arange(offset, offset + length, dtype=torch.float64).unsqueeze(1)
+    angle = position * torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(10000.0) / d))
+    table = torch.zeros(length, d, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)[:, : d // 2]
+    return table.float()
+
+
+class RefTransformerModel(nn.Module):
+    """attnkit's Transformer translation model (transformer/model.h) in PyTorch: embeddings scaled
+    by sqrt(d) plus sinusoidal positions, torch.nn.Transformer (batch_first), and an output layer
+    tied to the target embedding. Parameter names match attnkit's, so state_dicts move both ways."""
+
+    def __init__(self, source_vocab, target_vocab, d_model=256, heads=4, encoder_layers=3,
+                 decoder_layers=3, ffn=1024, dropout=0.1, activation="relu", norm_first=True):
+        super().__init__()
+        self.d_model = d_model
+        self.target_embedding = nn.Embedding(target_vocab, d_model, padding_idx=0)
+        self.source_embedding = nn.Embedding(source_vocab, d_model, padding_idx=0)
+        self.transformer = nn.Transformer(d_model, heads, encoder_layers, decoder_layers, ffn,
+                                          dropout=dropout, activation=activation,
+                                          batch_first=True, norm_first=norm_first)
+        self.output_bias = nn.Parameter(torch.zeros(target_vocab))
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("positions", sinusoidal_positions(1024, d_model), persistent=False)
+
+    def embed(self, embedding, tokens, offset=0):
+        x = embedding(tokens) * math.sqrt(self.d_model)
+        return self.dropout(x + self.positions[offset:offset + tokens.shape[1]])
+
+    def encode(self, source, lengths):
+        padding = torch.arange(source.shape[1])[None, :] >= lengths[:, None]  # True = padding
+        memory = self.transformer.encoder(self.embed(self.source_embedding, source),
+                                          src_key_padding_mask=padding)
+        return memory, padding
+
+    def decode(self, target_in, memory, padding):
+        t = target_in.shape[1]
+        causal = torch.ones(t, t, dtype=torch.bool).triu(1)  # True = not allowed
+        h = self.transformer.decoder(self.embed(self.target_embedding, target_in), memory,
+                                     tgt_mask=causal, memory_key_padding_mask=padding)
+        return F.linear(h, self.target_embedding.weight, self.output_bias)
+
+    def forward(self, source, lengths, target_in):
+        memory, padding = self.encode(source, lengths)
+        return self.decode(target_in, memory, padding)

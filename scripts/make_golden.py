@@ -2,7 +2,7 @@
 """Writes the golden fixtures in tests/golden/ from PyTorch (Debian's python3-torch).
 
 Run with /usr/bin/python3 (the interpreter python3-torch installs for):
-    /usr/bin/python3 scripts/make_golden.py
+    /usr/bin/python3 scripts/make_golden.py [FIXTURE...]   # e.g. transformer; none: all
 Every fixture is a torch.save'd dict of tensors: inputs, parameters, outputs, and the gradient of
 L = sum(output * r_out) + sum(weights * r_w) with respect to every input and parameter.
 """
@@ -132,10 +132,71 @@ def notes_cases():
     return fixtures
 
 
+TRANSFORMER_CASES = [  # (name, norm_first, activation)
+    ("prenorm_relu", True, "relu"), ("postnorm_relu", False, "relu"), ("prenorm_gelu", True, "gelu")]
+
+
+def transformer_cases():
+    """torch.nn.Transformer (batch_first, dropout off) with padding and causal masks, and
+    attnkit's translation model around it (RefTransformerModel): outputs and the gradient of
+    sum(output * r_out) for every input and parameter."""
+    fixtures = collections.OrderedDict()
+    B, S, T, D, heads, ffn = 3, 5, 4, 8, 2, 16
+    lengths = torch.tensor([5, 3, 1])
+    for case, (name, norm_first, activation) in enumerate(TRANSFORMER_CASES):
+        torch.manual_seed(300 + case)
+        model = nn.Transformer(D, heads, 2, 2, ffn, dropout=0.0, activation=activation,
+                               batch_first=True, norm_first=norm_first)
+        with torch.no_grad():  # nonzero biases and norms, so a wrong path shows
+            for pname, p in model.named_parameters():
+                if p.dim() == 1:
+                    p.add_(0.1 * torch.randn_like(p))
+        src, tgt = torch.randn(B, S, D, requires_grad=True), torch.randn(B, T, D, requires_grad=True)
+        padding = torch.arange(S)[None, :] >= lengths[:, None]
+        causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+        out = model(src, tgt, tgt_mask=causal, src_key_padding_mask=padding,
+                    memory_key_padding_mask=padding)
+        r_out = torch.randn_like(out)
+        (out * r_out).sum().backward()
+        prefix = f"nn/{name}/"
+        fixtures.update({prefix + "src": src.detach(), prefix + "tgt": tgt.detach(),
+                         prefix + "lengths": lengths, prefix + "output": out.detach(),
+                         prefix + "r_out": r_out, prefix + "grad.src": src.grad,
+                         prefix + "grad.tgt": tgt.grad})
+        for pname, p in model.named_parameters():
+            fixtures[prefix + "param." + pname] = p.detach().clone()
+            fixtures[prefix + "grad." + pname] = p.grad.clone()
+
+    torch.manual_seed(400)
+    V_src, V_tgt = 11, 13
+    model = ref.RefTransformerModel(V_src, V_tgt, d_model=D, heads=heads, encoder_layers=2,
+                                    decoder_layers=2, ffn=ffn, dropout=0.0)
+    source = torch.randint(4, V_src, (B, S))
+    source[1, 3:] = 0
+    source[2, 1:] = 0
+    target_in = torch.randint(4, V_tgt, (B, T))
+    target_in[:, 0] = 1  # <sos>
+    logits = model(source, lengths, target_in)
+    r_out = torch.randn_like(logits)
+    (logits * r_out).sum().backward()
+    prefix = "model/"
+    fixtures.update({prefix + "source": source, prefix + "lengths": lengths,
+                     prefix + "target_in": target_in, prefix + "logits": logits.detach(),
+                     prefix + "r_out": r_out})
+    for pname, p in model.named_parameters():
+        fixtures[prefix + "param." + pname] = p.detach().clone()
+        fixtures[prefix + "grad." + pname] = p.grad.clone()
+    return fixtures
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    wanted = set(sys.argv[1:])  # e.g. "transformer": only that fixture file
     for name, make in [("attention_cases", attention_cases), ("multihead", multihead_cases),
-                       ("self_attention", self_attention_cases), ("notes", notes_cases)]:
+                       ("self_attention", self_attention_cases), ("notes", notes_cases),
+                       ("transformer", transformer_cases)]:
+        if wanted and name not in wanted:
+            continue
         fixtures = make()
         torch.save(dict(fixtures), os.path.join(OUT, name + ".pt"))
         print(f"{name}.pt: {len(fixtures)} tensors")

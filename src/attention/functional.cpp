@@ -226,7 +226,8 @@ at::Tensor context(const at::Tensor& weights, const at::Tensor& v) {
 std::pair<at::Tensor, at::Tensor> scaled_dot_product_attention(const at::Tensor& q,
                                                                const at::Tensor& k,
                                                                const at::Tensor& v,
-                                                               const at::Tensor& mask) {
+                                                               const at::Tensor& mask,
+                                                               double dropout) {
   TORCH_CHECK(q.dim() >= 2 && q.dim() == k.dim() && k.dim() == v.dim(),
               "scaled_dot_product_attention: Q ", q.sizes(), ", K ", k.sizes(), " and V ",
               v.sizes(), " must have the same rank (>= 2)");
@@ -238,7 +239,8 @@ std::pair<at::Tensor, at::Tensor> scaled_dot_product_attention(const at::Tensor&
   auto scaled_q = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   auto scores = at::matmul(scaled_q, k.transpose(-2, -1));  // [..., Tq, Tk]
   auto weights = soft_weights(scores, mask);
-  return {at::matmul(weights, v), weights};  // [..., Tq, Dv], [..., Tq, Tk]
+  const auto used = dropout > 0 ? at::dropout(weights, dropout, /*train=*/true) : weights;
+  return {at::matmul(used, v), weights};  // [..., Tq, Dv], [..., Tq, Tk]
 }
 
 }  // namespace attnkit::functional

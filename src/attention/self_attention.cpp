@@ -81,8 +81,8 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     k = split_heads(key, 1);
     v = split_heads(value, 2);
   }
-  auto [heads_out, weights] =
-      functional::scaled_dot_product_attention(q, k, v, keep);      // [B, H, Tq, d]
+  auto [heads_out, weights] = functional::scaled_dot_product_attention(
+      q, k, v, keep, is_training() ? options.dropout() : 0.0);      // [B, H, Tq, d]
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
   return {out_proj(merged), weights};
 }

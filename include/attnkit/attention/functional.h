@@ -81,11 +81,13 @@ at::Tensor weights_for(WeightingKind kind, const at::Tensor& scores, const at::T
 at::Tensor context(const at::Tensor& weights, const at::Tensor& v);
 
 // softmax(Q K^T / sqrt(d) , mask) V for Q [..., Tq, d], K [..., Tk, d], V [..., Tk, dv], any
-// number of leading batch dims (e.g. [B, H]). Returns (output, weights).
+// number of leading batch dims (e.g. [B, H]). Returns (output, weights). dropout > 0 drops
+// weights before the product with V (training); the weights returned are those before it.
 std::pair<at::Tensor, at::Tensor> scaled_dot_product_attention(const at::Tensor& q,
                                                                const at::Tensor& k,
                                                                const at::Tensor& v,
-                                                               const at::Tensor& mask = {});
+                                                               const at::Tensor& mask = {},
+                                                               double dropout = 0.0);
 
 // Entry checks shared by every Q/K/V entry point: ranks, batch and length agreement, named shapes.
 void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const char* where);

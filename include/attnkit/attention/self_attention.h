@@ -32,6 +32,9 @@ struct MultiheadAttentionOptions {
   TORCH_ARG(int64_t, embed_dim);
   TORCH_ARG(int64_t, num_heads);
   TORCH_ARG(bool, bias) = true;
+  // Dropout on the attention weights in training mode, as torch.nn.MultiheadAttention's dropout
+  // (the returned weights are those before it).
+  TORCH_ARG(double, dropout) = 0.0;
 };
 
 struct MultiheadOutput {

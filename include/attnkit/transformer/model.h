@@ -1,0 +1,107 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/pimpl.h>
+
+#include <vector>
+
+#include "attnkit/transformer/layers.h"
+
+// A Transformer translation model: token embeddings scaled by sqrt(d_model) plus sinusoidal
+// positions, torch.nn.Transformer's encoder and decoder (layers.h), and an output layer tied to
+// the target embedding. Sizes default to what trains in minutes on a few CPU cores.
+namespace attnkit::transformer {
+
+struct TransformerOptions {
+  TransformerOptions(int64_t source_vocab, int64_t target_vocab)
+      : source_vocab_(source_vocab), target_vocab_(target_vocab) {}
+  TORCH_ARG(int64_t, source_vocab);
+  TORCH_ARG(int64_t, target_vocab);
+  TORCH_ARG(int64_t, d_model) = 256;
+  TORCH_ARG(int64_t, heads) = 4;
+  TORCH_ARG(int64_t, encoder_layers) = 3;
+  TORCH_ARG(int64_t, decoder_layers) = 3;
+  TORCH_ARG(int64_t, ffn) = 1024;
+  TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(double, attention_dropout) = 0.1;
+  TORCH_ARG(double, ffn_dropout) = 0.1;
+  TORCH_ARG(Activation, activation) = Activation::Relu;
+  TORCH_ARG(bool, norm_first) = true;
+  // The output layer's weight is the target embedding (Press & Wolf 2017).
+  TORCH_ARG(bool, tie_output) = true;
+  // One embedding for both sides; needs one vocabulary for both (source_vocab == target_vocab).
+  TORCH_ARG(bool, share_embeddings) = false;
+
+ public:
+  // The layers' options; throws attnkit::Error unless heads divide d_model.
+  LayerOptions layer() const;
+};
+
+// The encoder's result, for the decoder and for search.
+struct Encoded {
+  at::Tensor memory;  // [B, S, D]
+  at::Tensor mask;    // [B, S] bool, true on real tokens
+};
+
+// Every attention map of a teacher-forced pass, per layer: encoder self [B, H, S, S], decoder
+// self [B, H, T, T] and cross [B, H, T, S].
+struct AttentionMaps {
+  std::vector<at::Tensor> encoder_self, decoder_self, cross;
+};
+
+// Incremental decoding's state for N = sentences x width rows, sentence-major.
+struct DecodingState {
+  std::vector<LayerCache> layers;
+  at::Tensor memory_mask;  // [A, S]
+  int64_t width = 1;       // rows per sentence
+  int64_t position = 0;    // the next target position
+  // Rows continue rows `origin` of the previous step; `sentences` (undefined: all, in order) are
+  // the sentences that remain, as indices into the previous ones; each then has `width` rows.
+  // The source caches move only with `sentences`: beams share them.
+  void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width);
+};
+
+class TransformerModelImpl : public torch::nn::Module {
+ public:
+  explicit TransformerModelImpl(TransformerOptions options);
+  // Xavier-uniform for every matrix, as torch.nn.Transformer's _reset_parameters; embeddings
+  // N(0, d^-1/2) so that, scaled by sqrt(d), they start at unit size; biases zero.
+  void reset_parameters();
+
+  // source [B, S] token ids (0 = padding), lengths [B].
+  Encoded encode(const at::Tensor& source, const at::Tensor& lengths,
+                 AttentionMaps* maps = nullptr);
+  // Teacher forcing: target_in [B, T] (starting with <sos>) -> the output layer's input
+  // [B, T, D] (after the final norm).
+  at::Tensor decode(const at::Tensor& target_in, const Encoded& encoded,
+                    AttentionMaps* maps = nullptr);
+  // Features [..., D] -> logits [..., V].
+  at::Tensor project(const at::Tensor& features);
+  // The output layer's weight [V, D] and bias [V].
+  const at::Tensor& output_weight() const;
+  const at::Tensor& output_bias() const { return output_bias_; }
+
+  // ---- incremental decoding (eval mode) ----
+  DecodingState start(const Encoded& encoded);
+  // tokens [N] -> logits [N, V]; `attention` receives the cross-attention averaged over the
+  // heads of the last layer, [N, S] (what the search keeps for replacing <unk> and pictures).
+  at::Tensor step(const at::Tensor& tokens, DecodingState& state, at::Tensor* attention = nullptr);
+
+  TransformerOptions options;
+  torch::nn::Embedding source_embedding{nullptr}, target_embedding{nullptr};
+  Transformer transformer{nullptr};
+
+ private:
+  // Embedding x sqrt(d) + positions [offset, offset + T), dropout: [B, T] -> [B, T, D].
+  at::Tensor embed(torch::nn::Embedding& embedding, const at::Tensor& tokens, int64_t offset);
+  at::Tensor positions_;      // [1024, D], not a parameter: made, never saved
+  at::Tensor output_weight_;  // untied only: [V, D]
+  at::Tensor output_bias_;    // [V]
+};
+TORCH_MODULE(TransformerModel);
+
+// The sinusoidal position encodings of Vaswani et al.: [length, d], rows offset.. offset+length-1.
+at::Tensor sinusoidal_positions(int64_t offset, int64_t length, int64_t d);
+
+}  // namespace attnkit::transformer

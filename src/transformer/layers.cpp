@@ -1,0 +1,286 @@
+#include "attnkit/transformer/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "attnkit/core/error.h"
+#include "attnkit/kernels/masked_softmax.h"
+
+namespace attnkit::transformer {
+
+using torch::nn::LayerNorm;
+using torch::nn::LayerNormOptions;
+using torch::nn::Linear;
+using torch::nn::LinearOptions;
+
+std::string to_string(Activation activation) {
+  return activation == Activation::Gelu ? "gelu" : "relu";
+}
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  throw Error("unknown activation '" + name + "' (relu | gelu)");
+}
+
+namespace {
+
+MultiheadAttention attention_for(const LayerOptions& o) {
+  return MultiheadAttention(
+      MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.attention_dropout()));
+}
+
+LayerNorm norm_for(const LayerOptions& o) {
+  return LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps()));
+}
+
+// The sublayer's output as it joins the residual stream: dropout in training.
+at::Tensor residual_dropout(const at::Tensor& x, const LayerOptions& o, bool training) {
+  return training && o.dropout() > 0 ? at::dropout(x, o.dropout(), /*train=*/true) : x;
+}
+
+// The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))).
+at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
+                        const LayerOptions& o, bool training) {
+  auto h = linear1(x);
+  h = o.activation() == Activation::Gelu ? at::gelu(h) : at::relu(h);
+  if (training && o.ffn_dropout() > 0) h = at::dropout(h, o.ffn_dropout(), /*train=*/true);
+  return linear2(h);
+}
+
+void check_width(const at::Tensor& x, int64_t d_model, const char* where) {
+  TORCH_CHECK(x.dim() >= 2 && x.size(-1) == d_model, where, ": input must be [..., ", d_model,
+              "] but has shape ", x.sizes());
+}
+
+}  // namespace
+
+// ---- encoder layer ----
+
+TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(LayerOptions options_)
+    : options(options_),
+      self_attn(attention_for(options)),
+      linear1(LinearOptions(options.d_model(), options.dim_feedforward())),
+      linear2(LinearOptions(options.dim_feedforward(), options.d_model())),
+      norm1(norm_for(options)),
+      norm2(norm_for(options)) {
+  register_module("self_attn", self_attn);
+  register_module("linear1", linear1);
+  register_module("linear2", linear2);
+  register_module("norm1", norm1);
+  register_module("norm2", norm2);
+}
+
+at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask,
+                                                at::Tensor* weights) {
+  check_width(x, options.d_model(), "TransformerEncoderLayer");
+  const bool training = is_training();
+  auto self_block = [&](const at::Tensor& h) {
+    auto out = self_attn(h, h, h, mask);
+    if (weights) *weights = out.weights;
+    return residual_dropout(out.output, options, training);
+  };
+  auto ff_block = [&](const at::Tensor& h) {
+    return residual_dropout(feed_forward(h, linear1, linear2, options, training), options,
+                            training);
+  };
+  if (options.norm_first()) {
+    auto h = x + self_block(norm1(x));
+    return h + ff_block(norm2(h));
+  }
+  auto h = norm1(x + self_block(x));
+  return norm2(h + ff_block(h));
+}
+
+// ---- decoder layer ----
+
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(LayerOptions options_)
+    : options(options_),
+      self_attn(attention_for(options)),
+      multihead_attn(attention_for(options)),
+      linear1(LinearOptions(options.d_model(), options.dim_feedforward())),
+      linear2(LinearOptions(options.dim_feedforward(), options.d_model())),
+      norm1(norm_for(options)),
+      norm2(norm_for(options)),
+      norm3(norm_for(options)) {
+  register_module("self_attn", self_attn);
+  register_module("multihead_attn", multihead_attn);
+  register_module("linear1", linear1);
+  register_module("linear2", linear2);
+  register_module("norm1", norm1);
+  register_module("norm2", norm2);
+  register_module("norm3", norm3);
+}
+
+at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& memory,
+                                                const at::Tensor& self_mask,
+                                                const at::Tensor& memory_mask,
+                                                LayerAttention* weights) {
+  check_width(x, options.d_model(), "TransformerDecoderLayer");
+  const bool training = is_training();
+  auto self_block = [&](const at::Tensor& h) {
+    auto out = self_attn(h, h, h, self_mask);
+    if (weights) weights->self = out.weights;
+    return residual_dropout(out.output, options, training);
+  };
+  auto cross_block = [&](const at::Tensor& h) {
+    auto out = multihead_attn(h, memory, memory, memory_mask);
+    if (weights) weights->cross = out.weights;
+    return residual_dropout(out.output, options, training);
+  };
+  auto ff_block = [&](const at::Tensor& h) {
+    return residual_dropout(feed_forward(h, linear1, linear2, options, training), options,
+                            training);
+  };
+  if (options.norm_first()) {
+    auto h = x + self_block(norm1(x));
+    h = h + cross_block(norm2(h));
+    return h + ff_block(norm3(h));
+  }
+  auto h = norm1(x + self_block(x));
+  h = norm2(h + cross_block(h));
+  return norm3(h + ff_block(h));
+}
+
+void TransformerDecoderLayerImpl::project_memory(const at::Tensor& memory, LayerCache& cache) {
+  const int64_t d = options.d_model(), heads = options.nhead();
+  auto& attn = *multihead_attn;
+  auto w = attn.in_proj_weight.narrow(0, d, 2 * d);  // [W_k; W_v]: one product for both
+  auto b = attn.in_proj_bias.defined() ? attn.in_proj_bias.narrow(0, d, 2 * d) : at::Tensor();
+  auto kv = at::linear(memory, w, b)  // [A, S, 2D]
+                .view({memory.size(0), memory.size(1), 2, heads, d / heads})
+                .permute({2, 0, 3, 1, 4});  // [2, A, H, S, d]
+  cache.memory_keys = kv[0].contiguous();
+  cache.memory_values = kv[1].contiguous();
+}
+
+at::Tensor TransformerDecoderLayerImpl::self_attention_step(const at::Tensor& x,
+                                                            LayerCache& cache) {
+  const int64_t n = x.size(0), d = options.d_model(), heads = options.nhead();
+  auto& attn = *self_attn;
+  auto qkv = at::linear(x, attn.in_proj_weight, attn.in_proj_bias).view({n, 3, heads, d / heads});
+  auto q = qkv.select(1, 0).unsqueeze(2);  // [N, H, 1, d]
+  auto k = qkv.select(1, 1).unsqueeze(2), v = qkv.select(1, 2).unsqueeze(2);
+  cache.self_keys = cache.self_keys.defined() ? at::cat({cache.self_keys, k}, 2) : k.contiguous();
+  cache.self_values =
+      cache.self_values.defined() ? at::cat({cache.self_values, v}, 2) : v.contiguous();
+  // Every earlier position of a row is visible to its newest: no mask.
+  auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(d / heads))),
+                           cache.self_keys.transpose(-2, -1));            // [N, H, 1, t]
+  auto context = at::matmul(at::softmax(scores, -1), cache.self_values);  // [N, H, 1, d]
+  return attn.out_proj->forward(context.view({n, d}));
+}
+
+at::Tensor TransformerDecoderLayerImpl::cross_attention_step(const at::Tensor& x,
+                                                             const LayerCache& cache,
+                                                             const at::Tensor& memory_mask,
+                                                             int64_t width, at::Tensor* weights) {
+  const int64_t n = x.size(0), d = options.d_model(), heads = options.nhead();
+  const int64_t sentences = n / width, s = cache.memory_keys.size(2);
+  auto& attn = *multihead_attn;
+  auto b = attn.in_proj_bias.defined() ? attn.in_proj_bias.narrow(0, 0, d) : at::Tensor();
+  // A sentence's beams are extra query rows against its one copy of the keys and values.
+  auto q = at::linear(x, attn.in_proj_weight.narrow(0, 0, d), b)
+               .view({sentences, width, heads, d / heads})
+               .permute({0, 2, 1, 3});  // [A, H, width, d]
+  auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(d / heads))),
+                           cache.memory_keys.transpose(-2, -1));  // [A, H, width, S]
+  auto w = kernels::masked_softmax(scores, memory_mask.view({sentences, 1, 1, s}));
+  auto context = at::matmul(w, cache.memory_values)  // [A, H, width, d]
+                     .permute({0, 2, 1, 3})
+                     .reshape({n, d});
+  if (weights) *weights = w.permute({0, 2, 1, 3}).reshape({n, heads, s});
+  return attn.out_proj->forward(context);
+}
+
+at::Tensor TransformerDecoderLayerImpl::step(const at::Tensor& x, LayerCache& cache,
+                                             const at::Tensor& memory_mask, int64_t width,
+                                             at::Tensor* cross_weights) {
+  TORCH_CHECK(!is_training(),
+              "TransformerDecoderLayer::step: incremental decoding is for eval "
+              "mode (dropout off)");
+  check_width(x, options.d_model(), "TransformerDecoderLayer::step");
+  auto ff = [&](const at::Tensor& h) {
+    return feed_forward(h, linear1, linear2, options, /*training=*/false);
+  };
+  if (options.norm_first()) {
+    auto h = x + self_attention_step(norm1(x), cache);
+    h = h + cross_attention_step(norm2(h), cache, memory_mask, width, cross_weights);
+    return h + ff(norm3(h));
+  }
+  auto h = norm1(x + self_attention_step(x, cache));
+  h = norm2(h + cross_attention_step(h, cache, memory_mask, width, cross_weights));
+  return norm3(h + ff(h));
+}
+
+// ---- stacks ----
+
+TransformerEncoderImpl::TransformerEncoderImpl(const LayerOptions& options, int64_t num_layers)
+    : layers(torch::nn::ModuleList()), norm(norm_for(options)) {
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerEncoderLayer(options));
+  register_module("layers", layers);
+  register_module("norm", norm);
+}
+
+at::Tensor TransformerEncoderImpl::forward(const at::Tensor& x, const at::Tensor& mask,
+                                           std::vector<LayerAttention>* weights) {
+  auto h = x;
+  for (const auto& m : *layers) {
+    at::Tensor w;
+    h = m->as<TransformerEncoderLayerImpl>()->forward(h, mask, weights ? &w : nullptr);
+    if (weights) weights->push_back({w, {}});
+  }
+  return norm(h);
+}
+
+TransformerDecoderImpl::TransformerDecoderImpl(const LayerOptions& options, int64_t num_layers)
+    : layers(torch::nn::ModuleList()), norm(norm_for(options)) {
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(TransformerDecoderLayer(options));
+  register_module("layers", layers);
+  register_module("norm", norm);
+}
+
+TransformerDecoderLayerImpl& TransformerDecoderImpl::layer(size_t i) {
+  return *layers[i]->as<TransformerDecoderLayerImpl>();
+}
+
+at::Tensor TransformerDecoderImpl::forward(const at::Tensor& x, const at::Tensor& memory,
+                                           const at::Tensor& self_mask,
+                                           const at::Tensor& memory_mask,
+                                           std::vector<LayerAttention>* weights) {
+  auto h = x;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    LayerAttention w;
+    h = layer(i).forward(h, memory, self_mask, memory_mask, weights ? &w : nullptr);
+    if (weights) weights->push_back(std::move(w));
+  }
+  return norm(h);
+}
+
+at::Tensor TransformerDecoderImpl::step(const at::Tensor& x, std::vector<LayerCache>& caches,
+                                        const at::Tensor& memory_mask, int64_t width,
+                                        std::vector<at::Tensor>* cross_weights) {
+  auto h = x;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    at::Tensor w;
+    h = layer(i).step(h, caches[i], memory_mask, width, cross_weights ? &w : nullptr);
+    if (cross_weights) cross_weights->push_back(std::move(w));
+  }
+  return norm(h);
+}
+
+TransformerImpl::TransformerImpl(const LayerOptions& options, int64_t encoder_layers,
+                                 int64_t decoder_layers)
+    : encoder(options, encoder_layers), decoder(options, decoder_layers) {
+  register_module("encoder", encoder);
+  register_module("decoder", decoder);
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& src, const at::Tensor& tgt,
+                                    const at::Tensor& src_mask, const at::Tensor& tgt_mask,
+                                    const at::Tensor& memory_mask) {
+  return decoder(tgt, encoder(src, src_mask), tgt_mask, memory_mask);
+}
+
+}  // namespace attnkit::transformer

@@ -1,0 +1,178 @@
+// The Transformer (transformer/layers.h, transformer/model.h) against PyTorch: torch.nn.Transformer
+// with its state_dict loaded unchanged, and attnkit's translation model mirrored in Python
+// (scripts/attnkit_reference.py), outputs and every gradient; then incremental decoding against
+// the full causal pass. Fixtures: scripts/make_golden.py transformer.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "attnkit/attention/mask.h"
+#include "attnkit/core/error.h"
+#include "attnkit/io/state_dict.h"
+#include "attnkit/transformer/model.h"
+#include "testing.h"
+
+namespace attnkit {
+namespace {
+
+using testing::close;
+using transformer::Activation;
+using transformer::LayerOptions;
+using transformer::TransformerModel;
+using transformer::TransformerOptions;
+
+struct NnCase {
+  const char* name;
+  bool norm_first;
+  Activation activation;
+};
+
+class TorchNnTransformer : public ::testing::TestWithParam<NnCase> {};
+
+TEST_P(TorchNnTransformer, OutputsAndEveryGradientMatchPyTorch) {
+  const auto& c = GetParam();
+  const auto g =
+      testing::with_prefix(testing::golden("transformer.pt"), std::string("nn/") + c.name + "/");
+  auto get = [&](const std::string& key) { return io::find(g, key, c.name); };
+  transformer::Transformer model(LayerOptions(8, 2)
+                                     .dim_feedforward(16)
+                                     .dropout(0)
+                                     .attention_dropout(0)
+                                     .ffn_dropout(0)
+                                     .activation(c.activation)
+                                     .norm_first(c.norm_first),
+                                 /*encoder_layers=*/2, /*decoder_layers=*/2);
+  io::load_state_dict(*model, testing::with_prefix(g, "param."));  // unchanged names
+
+  auto src = get("src").clone().requires_grad_(), tgt = get("tgt").clone().requires_grad_();
+  const auto padding = padding_mask(get("lengths"), src.size(1));  // [B, 1, S]
+  auto out = model->forward(src, tgt, padding, causal_mask(tgt.size(1), tgt.size(1)), padding);
+  EXPECT_TRUE(close(out, get("output")));
+  (out * get("r_out")).sum().backward();
+  EXPECT_TRUE(close(src.grad(), get("grad.src")));
+  EXPECT_TRUE(close(tgt.grad(), get("grad.tgt")));
+  for (const auto& p : model->named_parameters())
+    EXPECT_TRUE(close(p.value().grad(), get("grad." + p.key()))) << p.key();
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, TorchNnTransformer,
+                         ::testing::Values(NnCase{"prenorm_relu", true, Activation::Relu},
+                                           NnCase{"postnorm_relu", false, Activation::Relu},
+                                           NnCase{"prenorm_gelu", true, Activation::Gelu}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TransformerOptions tiny(bool norm_first = true) {
+  return TransformerOptions(11, 13)
+      .d_model(8)
+      .heads(2)
+      .encoder_layers(2)
+      .decoder_layers(2)
+      .ffn(16)
+      .dropout(0)
+      .attention_dropout(0)
+      .ffn_dropout(0)
+      .norm_first(norm_first);
+}
+
+TEST(TransformerModel, LogitsAndEveryGradientMatchTheReferenceModel) {
+  const auto g = testing::with_prefix(testing::golden("transformer.pt"), "model/");
+  auto get = [&](const std::string& key) { return io::find(g, key, "model"); };
+  TransformerModel model(tiny());
+  io::load_state_dict(*model, testing::with_prefix(g, "param."));
+  auto encoded = model->encode(get("source"), get("lengths"));
+  auto logits = model->project(model->decode(get("target_in"), encoded));
+  EXPECT_TRUE(close(logits, get("logits")));
+  (logits * get("r_out")).sum().backward();
+  // The tied target embedding's gradient holds the output layer's share too.
+  for (const auto& p : model->named_parameters())
+    EXPECT_TRUE(close(p.value().grad(), get("grad." + p.key()))) << p.key();
+}
+
+// Incremental decoding (cached keys and values, one position a step) gives the logits of the
+// full causal pass at every position, for a batch with padding, pre- and post-norm.
+class IncrementalDecoding : public ::testing::TestWithParam<bool> {};
+
+TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
+  at::manual_seed(5);
+  TransformerModel model(tiny(GetParam()));
+  model->eval();
+  auto source = at::randint(4, 11, {3, 6}, at::kLong);
+  const auto lengths = at::tensor({6, 2, 4}, at::kLong);
+  source.masked_fill_(padding_mask(lengths, 6).squeeze(1).logical_not(), 0);
+  auto target = at::randint(4, 13, {3, 7}, at::kLong);
+  at::NoGradGuard no_grad;
+  const auto encoded = model->encode(source, lengths);
+  const auto full = model->project(model->decode(target, encoded));  // [B, T, V]
+  auto state = model->start(encoded);
+  for (int64_t t = 0; t < target.size(1); ++t) {
+    at::Tensor attention;
+    const auto logits = model->step(target.select(1, t), state, &attention);
+    EXPECT_TRUE(close(logits, full.select(1, t))) << "position " << t;
+    // Attention rows are distributions over the real source tokens only.
+    EXPECT_TRUE(close(attention.sum(1), at::ones({3})));
+    EXPECT_EQ(attention[1].narrow(0, 2, 4).abs().max().item<float>(), 0.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Norms, IncrementalDecoding, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "PreNorm" : "PostNorm"; });
+
+// Beams read their sentence's one copy of the source keys and values: rows of a sentence with
+// width 3 get the logits each would get alone, and reorder() moves the caches with the beams.
+TEST(IncrementalDecoding, BeamsShareTheirSentenceSourceCache) {
+  at::manual_seed(6);
+  TransformerModel model(tiny());
+  model->eval();
+  at::NoGradGuard no_grad;
+  auto source = at::randint(4, 11, {2, 5}, at::kLong);
+  const auto lengths = at::tensor({5, 3}, at::kLong);
+  const auto encoded = model->encode(source, lengths);
+  auto state = model->start(encoded);
+  model->step(at::full({2}, 1, at::kLong), state);                 // <sos>, one row per sentence
+  state.reorder(at::tensor({0, 0, 0, 1, 1, 1}), at::Tensor(), 3);  // three beams each
+  const auto tokens = at::tensor({4, 5, 6, 7, 8, 9});
+  const auto beams = model->step(tokens, state);      // [6, V]
+  EXPECT_EQ(state.layers[0].memory_keys.size(0), 2);  // still one copy per sentence
+  for (int64_t row = 0; row < 6; ++row) {
+    const int64_t sentence = row / 3;
+    auto alone =
+        model->start({encoded.memory.narrow(0, sentence, 1), encoded.mask.narrow(0, sentence, 1)});
+    model->step(at::full({1}, 1, at::kLong), alone);
+    EXPECT_TRUE(close(model->step(tokens.narrow(0, row, 1), alone)[0], beams[row])) << row;
+  }
+  // The second sentence finishes: its rows and its source cache leave together.
+  state.reorder(at::tensor({1, 2}), at::tensor({0}), 2);
+  EXPECT_EQ(state.layers[0].memory_keys.size(0), 1);
+  EXPECT_EQ(state.layers[0].self_keys.size(0), 2);
+  EXPECT_EQ(model->step(at::tensor({4, 4}), state).size(0), 2);
+}
+
+TEST(TransformerModel, SharedEmbeddingsAreOneParameter) {
+  TransformerModel shared(tiny().source_vocab(13).share_embeddings(true));
+  std::set<const void*> seen;
+  int64_t count = 0;
+  for (const auto& p : shared->parameters()) {
+    seen.insert(p.data_ptr());
+    ++count;
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), count);  // no tensor listed twice
+  EXPECT_TRUE(shared->source_embedding->weight.is_same(shared->target_embedding->weight));
+  EXPECT_THROW(TransformerModel(tiny().share_embeddings(true)), Error);  // 11 vs 13 tokens
+  EXPECT_THROW(TransformerModel(tiny().heads(3)), Error);
+}
+
+TEST(TransformerModel, PositionsAreVaswanisSinusoids) {
+  const auto p = transformer::sinusoidal_positions(3, 2, 6);  // positions 3 and 4
+  for (int64_t pos = 3; pos < 5; ++pos)
+    for (int64_t i = 0; i < 3; ++i) {
+      const double angle = pos / std::pow(10000.0, 2.0 * i / 6);
+      EXPECT_NEAR(p[pos - 3][2 * i].item<double>(), std::sin(angle), 1e-6);
+      EXPECT_NEAR(p[pos - 3][2 * i + 1].item<double>(), std::cos(angle), 1e-6);
+    }
+}
+
+}  // namespace
+}  // namespace attnkit
