@@ -7,7 +7,6 @@
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/seq2seq/translator.h"
-#include "attnkit/train/trainer.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -23,9 +22,9 @@ Command add_export_command(CLI::App& parent) {
   return {app, [model, out, latest] {
             seq2seq::Translator translator(*model);
             if (*latest)
-              train::load_checkpoint_weights(
-                  translator.model(), (std::filesystem::path(*model) / "checkpoint.pt").string());
-            const auto weights = io::state_dict(*translator.model());
+              seq2seq::load_checkpoint_model(
+                  translator.module(), (std::filesystem::path(*model) / "checkpoint.pt").string());
+            const auto weights = io::state_dict(translator.module());
             io::save_tensor_dict(*out, weights);
             std::cout << "wrote " << weights.size() << " tensors to " << *out << "\n";
             return 0;

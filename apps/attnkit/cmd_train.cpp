@@ -15,6 +15,7 @@
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/launcher.h"
 #include "attnkit/train/trainer.h"
+#include "attnkit/train/transformer_trainable.h"
 #include "checks.h"
 #include "commands.h"
 #include "format.h"
@@ -30,11 +31,18 @@ struct TrainArgs {
   int spm_vocab = 4000;
   size_t min_freq = 1, max_vocab = 0, max_len = 50;
   bool reverse = false, strict = false;
-  int64_t embed = 128, hidden = 256, layers = 1, self_attention_layers = 0, heads = 4, window = 4;
+  std::string arch = "rnn";
+  // 0: the architecture's default (rnn 1, transformer 3 each side).
+  int64_t embed = 128, hidden = 256, layers = 0, self_attention_layers = 0, heads = 4, window = 4;
+  int64_t encoder_layers = 0, decoder_layers = 0, d_model = 256, ffn = 1024;
+  double attention_dropout = 0.1, ffn_dropout = 0.1;
+  std::string activation = "relu";
+  bool post_norm = false, untied_output = false, share_vocab = false;
   bool unidirectional = false, no_attention = false, no_input_feeding = false;
   double dropout = 0.1, temperature = 1.0;
   std::string score = "bahdanau", weighting = "soft", hard_gradient = "straight-through";
   train::TrainOptions options;
+  int64_t warmup_steps = -1;  // -1: the architecture's default (rnn 0, transformer 1000)
   bool quiet = false;
   int nproc = 1;
   double dist_timeout = 120;
@@ -131,12 +139,30 @@ Corpora read_corpora(const TrainArgs& a, bool main_rank) {
   return c;
 }
 
+transformer::TransformerOptions transformer_options(const TrainArgs& a, int64_t source_vocab,
+                                                    int64_t target_vocab) {
+  const int64_t layers = a.layers > 0 ? a.layers : 3;
+  return transformer::TransformerOptions(source_vocab, target_vocab)
+      .d_model(a.d_model)
+      .heads(a.heads)
+      .encoder_layers(a.encoder_layers > 0 ? a.encoder_layers : layers)
+      .decoder_layers(a.decoder_layers > 0 ? a.decoder_layers : layers)
+      .ffn(a.ffn)
+      .dropout(a.dropout)
+      .attention_dropout(a.attention_dropout)
+      .ffn_dropout(a.ffn_dropout)
+      .activation(transformer::parse_activation(a.activation))
+      .norm_first(!a.post_norm)
+      .tie_output(!a.untied_output)
+      .share_embeddings(a.share_vocab);
+}
+
 seq2seq::Seq2SeqOptions model_options(const TrainArgs& a, int64_t source_vocab,
                                       int64_t target_vocab) {
   return seq2seq::Seq2SeqOptions(source_vocab, target_vocab)
       .embed_size(a.embed)
       .hidden_size(a.hidden)
-      .layers(a.layers)
+      .layers(a.layers > 0 ? a.layers : 1)
       .bidirectional(!a.unidirectional)
       .dropout(a.dropout)
       .attention(!a.no_attention)
@@ -184,9 +210,19 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
       src.push_back(p.source_tokenizer->tokenize(pair.source));
       tgt.push_back(p.target_tokenizer->tokenize(pair.target));
     }
-    p.source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
-    p.target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
-    p.config.model = model_options(a, p.source_vocab.size(), p.target_vocab.size());
+    if (a.share_vocab) {  // one vocabulary for both sides, for shared embeddings
+      auto both = src;
+      both.insert(both.end(), tgt.begin(), tgt.end());
+      p.source_vocab = p.target_vocab = data::Vocab::build(both, a.min_freq, a.max_vocab);
+    } else {
+      p.source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
+      p.target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
+    }
+    p.config.arch = seq2seq::parse_arch(a.arch);
+    if (p.config.arch == seq2seq::Arch::Transformer)
+      p.config.transformer = transformer_options(a, p.source_vocab.size(), p.target_vocab.size());
+    else
+      p.config.model = model_options(a, p.source_vocab.size(), p.target_vocab.size());
     p.source_vocab.save((fs::path(dir) / "source.vocab").string());
     p.target_vocab.save((fs::path(dir) / "target.vocab").string());
     seq2seq::save_config(dir, p.config);
@@ -211,14 +247,33 @@ train::TrainData encode_data(const Corpora& c, const Prepared& p, size_t max_len
 void print_summary(const TrainArgs& a, const Prepared& p, const train::TrainData& data,
                    size_t dropped, const train::Distributed* dist) {
   const auto& m = p.config.model;
+  const auto& t = p.config.transformer;
+  const std::string model =
+      p.config.arch == seq2seq::Arch::Transformer
+          ? "Transformer " + std::to_string(t.encoder_layers()) + "+" +
+                std::to_string(t.decoder_layers()) + " layers, d_model " +
+                std::to_string(t.d_model()) + ", " + std::to_string(t.heads()) + " heads, FFN " +
+                std::to_string(t.ffn()) + (t.norm_first() ? ", pre-norm" : ", post-norm")
+          : "attention " + (m.attention() ? to_string(m.score()) + "/" + to_string(m.weighting())
+                                          : std::string("off (fixed context)"));
   std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
             << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
-            << p.source_vocab.size() << " -> " << p.target_vocab.size() << ", attention "
-            << (m.attention() ? to_string(m.score()) + "/" + to_string(m.weighting())
-                              : std::string("off (fixed context)"))
+            << p.source_vocab.size() << " -> " << p.target_vocab.size() << ", " << model
             << (a.options.resume ? ", resuming" : "")
             << (dist ? ", " + std::to_string(dist->world_size()) + " ranks" : std::string())
             << "\n";
+}
+
+// Builds the model config.json describes and trains it.
+train::TrainResult train_architecture(const Prepared& p, const train::TrainData& data,
+                                      const train::TrainOptions& o) {
+  if (p.config.arch == seq2seq::Arch::Transformer) {
+    transformer::TransformerModel model(p.config.transformer);
+    train::TransformerTrainable trainable(model, p.config, p.source_vocab, p.target_vocab);
+    return train::train_model(trainable, data, o);
+  }
+  seq2seq::Seq2Seq model(p.config.model);
+  return train::train_model(model, p.config, p.source_vocab, p.target_vocab, data, o);
 }
 
 int run(TrainArgs a, const std::vector<std::string>& command_line) {
@@ -250,15 +305,16 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   size_t dropped = 0;
   const auto data = encode_data(corpora, prepared, a.max_len, &dropped);
   o.bleu_tokenize = bleu_tokenizer_for(prepared.config.target_tokenizer);
+  // The architecture's default schedule; from config.json, so that a resumed run keeps it.
+  const bool transformer = prepared.config.arch == seq2seq::Arch::Transformer;
+  o.warmup_steps = a.warmup_steps >= 0 ? a.warmup_steps : (transformer ? 1000 : 0);
   if (main_rank) print_summary(a, prepared, data, dropped, dist.get());
 
   TrainProgress progress;
   if (!a.quiet && main_rank) o.on_event = std::ref(progress);
   if (start_over) o.resume = false;
   at::manual_seed(o.seed);  // initialisation, so the same seed gives the same model
-  seq2seq::Seq2Seq model(prepared.config.model);
-  const auto result = train::train_model(model, prepared.config, prepared.source_vocab,
-                                         prepared.target_vocab, data, o);
+  const auto result = train_architecture(prepared, data, o);
   progress.finish();
   if (!main_rank) return 0;
   std::cout << "stopped: " << train::to_string(result.stopped_because) << " after " << result.steps
@@ -272,7 +328,8 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
 }  // namespace
 
 Command add_train_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand("train", "Train a Seq2Seq-with-attention translation model");
+  auto* app = parent.add_subcommand(
+      "train", "Train a translation model: GRU encoder-decoder with attention, or Transformer");
   auto a = std::make_shared<TrainArgs>();
   auto& o = a->options;
   app->add_option("--train", a->train, "Training pairs, source<TAB>target")->required();
@@ -297,9 +354,47 @@ Command add_train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_flag("--reverse", a->reverse, "Swap the TSV columns");
   app->add_flag("--strict", a->strict, "Stop at the first malformed line");
-  app->add_option("--embed", a->embed)->check(checks::at_least(1))->capture_default_str();
-  app->add_option("--hidden", a->hidden)->check(checks::at_least(1))->capture_default_str();
-  app->add_option("--layers", a->layers)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--arch", a->arch,
+                  "rnn: GRU encoder-decoder with attention (the notes' Seq2Seq); transformer: "
+                  "self-attention encoder and decoder")
+      ->check(CLI::IsMember({"rnn", "transformer"}))
+      ->capture_default_str();
+  app->add_option("--embed", a->embed, "rnn: embedding size")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--hidden", a->hidden, "rnn: GRU state size")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--layers", a->layers,
+                  "GRU layers (default 1), or Transformer layers on each side (default 3)")
+      ->check(checks::at_least(1));
+  app->add_option("--encoder-layers", a->encoder_layers, "transformer: encoder layers")
+      ->check(checks::at_least(1));
+  app->add_option("--decoder-layers", a->decoder_layers, "transformer: decoder layers")
+      ->check(checks::at_least(1));
+  app->add_option("--d-model", a->d_model, "transformer: model width")
+      ->check(checks::at_least(2))
+      ->capture_default_str();
+  app->add_option("--ffn", a->ffn, "transformer: feed-forward width")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--activation", a->activation, "transformer: feed-forward activation")
+      ->check(CLI::IsMember({"relu", "gelu"}))
+      ->capture_default_str();
+  app->add_flag("--post-norm", a->post_norm,
+                "transformer: norm(x + f(x)) as in the 2017 paper, instead of pre-norm");
+  app->add_option("--attention-dropout", a->attention_dropout,
+                  "transformer: dropout on attention weights")
+      ->check(checks::fraction())
+      ->capture_default_str();
+  app->add_option("--ffn-dropout", a->ffn_dropout,
+                  "transformer: dropout after the feed-forward activation")
+      ->check(checks::fraction())
+      ->capture_default_str();
+  app->add_flag("--untied-output", a->untied_output,
+                "transformer: an output layer of its own, not the target embedding");
+  app->add_flag("--share-vocab", a->share_vocab,
+                "transformer: one vocabulary and one embedding for both sides");
   app->add_flag("--unidirectional", a->unidirectional, "A one-direction encoder");
   app->add_option("--dropout", a->dropout)->check(checks::fraction())->capture_default_str();
   app->add_flag("--no-attention", a->no_attention,
@@ -320,13 +415,24 @@ Command add_train_command(CLI::App& parent) {
                   "Multi-head self-attention layers over the encoder states")
       ->check(checks::non_negative())
       ->capture_default_str();
-  app->add_option("--heads", a->heads)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--heads", a->heads, "Attention heads (transformer, or --self-attention-layers)")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
   app->add_option("--epochs", o.epochs)->check(checks::at_least(1))->capture_default_str();
   app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)")
       ->check(checks::non_negative());
   app->add_option("--max-steps", o.max_steps, "Stop after this many steps (checkpointed)")
       ->check(checks::non_negative());
-  app->add_option("--batch-size", o.batch_size)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--batch-size", o.batch_size, "Sentences per batch")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--batch-tokens", o.batch_tokens,
+                  "Batches by size instead: at most this many tokens each, padding included")
+      ->check(checks::at_least(1));
+  app->add_option("--warmup-steps", a->warmup_steps,
+                  "Inverse-square-root schedule: the rate rises to --lr over this many steps, then "
+                  "falls as 1/sqrt(step); 0: off (default: rnn 0, transformer 1000)")
+      ->check(checks::non_negative());
   app->add_option("--lr", o.learning_rate)->check(checks::positive())->capture_default_str();
   app->add_option("--clip", o.clip, "Gradient-norm clipping (0: off)")
       ->check(checks::non_negative())

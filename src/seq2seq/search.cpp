@@ -58,17 +58,45 @@ void ensure_eval(Seq2Seq& model) {
   if (model->is_training()) model->eval();
 }
 
-// The decoder step a search runs: FusedStep when allowed, else the module's own.
-class Stepper {
+// The GRU encoder-decoder as a search drives it: FusedStep when allowed, else the module's own
+// step, over a DecoderState whose source fields are per row.
+class Seq2SeqDecoder : public StepDecoder {
  public:
-  Stepper(Seq2Seq& model, const SearchOptions& o) : decoder_(model->decoder) {
+  Seq2SeqDecoder(Seq2Seq& model, const at::Tensor& source, const at::Tensor& lengths,
+                 const SearchOptions& o)
+      : decoder_(model->decoder),
+        state_(decoder_->start(model->encoder->forward(source, lengths))) {
     if (o.fused && FusedStep::supports(decoder_)) fused_.emplace(decoder_);
   }
-  StepOutput operator()(const at::Tensor& tokens, DecoderState& state) {
-    rows_ += tokens.size(0);
-    return fused_ ? fused_->step(tokens, state) : decoder_->step(tokens, state);
+  Step step(const at::Tensor& tokens) override {
+    auto out = fused_ ? fused_->step(tokens, state_) : decoder_->step(tokens, state_);
+    return {out.logits, out.attention};
   }
-  // Adds this search's work to `stats`, if any.
+  void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width) override {
+    at::Tensor source_rows;  // the source fields hold one row per hypothesis
+    if (sentences.defined() || width != width_) {
+      auto kept = sentences.defined() ? sentences : at::arange(origin.size(0) / width, at::kLong);
+      source_rows = (kept * width_).repeat_interleave(width);
+    }
+    state_ = state_.reorder_beams(origin, source_rows);
+    width_ = width;
+  }
+
+ private:
+  Decoder decoder_;
+  DecoderState state_;
+  std::optional<FusedStep> fused_;
+  int64_t width_ = 1;
+};
+
+// Counts the rows each step ran, for SearchStats.
+class CountingDecoder {
+ public:
+  explicit CountingDecoder(StepDecoder& decoder) : decoder_(decoder) {}
+  StepDecoder::Step operator()(const at::Tensor& tokens) {
+    rows_ += tokens.size(0);
+    return decoder_.step(tokens);
+  }
   void report(const at::Tensor& lengths, SearchStats* stats) const {
     if (!stats) return;
     stats->source_tokens += lengths.sum().item<int64_t>();
@@ -76,23 +104,19 @@ class Stepper {
   }
 
  private:
+  StepDecoder& decoder_;
   int64_t rows_ = 0;
-  Decoder decoder_;
-  std::optional<FusedStep> fused_;
 };
 
 }  // namespace
 
-std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
-                                                   const at::Tensor& lengths,
+std::vector<std::vector<Hypothesis>> greedy_search(StepDecoder& decoder, const at::Tensor& lengths,
                                                    const SearchOptions& o, SearchStats* stats) {
   c10::InferenceMode inference;
-  ensure_eval(model);
-  const int64_t batch = source.size(0);
+  const int64_t batch = lengths.size(0);
   auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
-  auto state = model->decoder->start(model->encoder->forward(source, lengths));
-  Stepper step(model, o);
+  CountingDecoder step(decoder);
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
   std::vector<Hypothesis> hyps(batch);
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
@@ -101,7 +125,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
   std::vector<int64_t> active(batch);  // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
-    auto out = step(tokens, state);
+    auto out = step(tokens);
     const auto logits = out.logits.to(at::kFloat).contiguous();  // [A, V]
     const int64_t vocab = logits.size(-1);
     step_attention.push_back(out.attention.to(at::kFloat).contiguous());
@@ -121,8 +145,10 @@ std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Ten
       still_active.push_back(b);
       next.push_back(token);
     }
-    if (still_active.size() != active.size() && !still_active.empty())
-      state = state.select(at::tensor(keep_rows, at::kLong));
+    if (still_active.size() != active.size() && !still_active.empty()) {
+      const auto rows = at::tensor(keep_rows, at::kLong);
+      decoder.reorder(rows, rows, /*width=*/1);
+    }
     active = std::move(still_active);
     tokens = at::tensor(next, at::kLong);
   }
@@ -209,19 +235,16 @@ std::vector<std::vector<Hypothesis>> best_of(std::vector<std::vector<Hypothesis>
 
 }  // namespace
 
-std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
-                                                 const at::Tensor& lengths, const SearchOptions& o,
-                                                 SearchStats* stats) {
+std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at::Tensor& lengths,
+                                                 const SearchOptions& o, SearchStats* stats) {
   c10::InferenceMode inference;
-  ensure_eval(model);
-  const int64_t batch = source.size(0), k = std::max<int64_t>(1, o.beam_size);
+  const int64_t batch = lengths.size(0), k = std::max<int64_t>(1, o.beam_size);
   const auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
 
   // Every sentence starts as one beam (its k would all be the same), and has k from the
   // second step on.
-  Stepper step(model, o);
-  auto state = model->decoder->start(model->encoder->forward(source, lengths));  // [A * width]
+  CountingDecoder step(decoder);           // rows: [A * width]
   int64_t width = 1;                       // beams per active sentence
   std::vector<double> scores(batch, 0.0);  // [A, width]: each beam's log-probability
   auto tokens = at::full({batch}, Vocab::kSos, at::kLong);
@@ -234,13 +257,13 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
 
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
-    auto out = step(tokens, state);
+    auto out = step(tokens);
     const auto logits = out.logits.to(at::kFloat).contiguous();           // [rows * width, V]
     step_attention.push_back(out.attention.to(at::kFloat).contiguous());  // [rows * width, S]
     const int64_t vocab = logits.size(-1);
     // 2k candidates: enough to keep k live beams after up to k of them finish.
     const int64_t want = std::min(2 * k, k * vocab);
-    std::vector<int64_t> still_active, origin, next_tokens, source_rows;
+    std::vector<int64_t> still_active, kept, origin, next_tokens;
     std::vector<double> next_scores;
     for (int64_t a = 0; a < rows; ++a) {
       const int64_t b = active[a];
@@ -252,7 +275,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
       // A finished sentence leaves the batch, so later steps compute only those still searching.
       if (!next) continue;
       still_active.push_back(b);
-      source_rows.insert(source_rows.end(), k, a * width);
+      kept.push_back(a);
       origin.insert(origin.end(), next->origin.begin(), next->origin.end());
       next_tokens.insert(next_tokens.end(), next->tokens.begin(), next->tokens.end());
       next_scores.insert(next_scores.end(), next->scores.begin(), next->scores.end());
@@ -260,17 +283,40 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tenso
     }
     active = std::move(still_active);
     if (active.empty()) break;
-    // Every beam of a sentence reads the same source rows, so those move only when sentences
-    // leave the batch or their beams multiply.
-    const bool moved = static_cast<int64_t>(active.size()) != rows || width != k;
-    state = state.reorder_beams(at::tensor(origin, at::kLong),
-                                moved ? at::tensor(source_rows, at::kLong) : at::Tensor());
+    // Every beam of a sentence reads the same source, so that moves only when sentences leave.
+    const bool left = static_cast<int64_t>(active.size()) != rows;
+    decoder.reorder(at::tensor(origin, at::kLong),
+                    left ? at::tensor(kept, at::kLong) : at::Tensor(), k);
     width = k;
     tokens = at::tensor(next_tokens, at::kLong);
     scores = std::move(next_scores);
   }
   step.report(lengths, stats);
   return best_of(std::move(finished), std::min(std::max<int64_t>(1, o.nbest), k));
+}
+
+std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const at::Tensor& lengths,
+                                            const SearchOptions& o, SearchStats* stats) {
+  return o.beam_size <= 1 ? greedy_search(decoder, lengths, o, stats)
+                          : beam_search(decoder, lengths, o, stats);
+}
+
+std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
+                                                   const at::Tensor& lengths,
+                                                   const SearchOptions& o, SearchStats* stats) {
+  c10::InferenceMode inference;
+  ensure_eval(model);
+  Seq2SeqDecoder decoder(model, source, lengths, o);
+  return greedy_search(decoder, lengths, o, stats);
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
+                                                 const at::Tensor& lengths, const SearchOptions& o,
+                                                 SearchStats* stats) {
+  c10::InferenceMode inference;
+  ensure_eval(model);
+  Seq2SeqDecoder decoder(model, source, lengths, o);
+  return beam_search(decoder, lengths, o, stats);
 }
 
 std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,

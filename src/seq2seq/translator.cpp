@@ -23,34 +23,76 @@
 #include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/kernels/one_part.h"
+#include "attnkit/transformer/search.h"
 #include "attnkit/version.h"
 
 namespace attnkit::seq2seq {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+std::string to_string(Arch arch) { return arch == Arch::Transformer ? "transformer" : "rnn"; }
+
+Arch parse_arch(const std::string& name) {
+  if (name == "rnn") return Arch::Rnn;
+  if (name == "transformer") return Arch::Transformer;
+  throw Error("unknown architecture '" + name + "' (rnn | transformer)");
+}
+
+int64_t ModelConfig::source_vocab() const {
+  return arch == Arch::Transformer ? transformer.source_vocab() : model.source_vocab();
+}
+
+int64_t ModelConfig::target_vocab() const {
+  return arch == Arch::Transformer ? transformer.target_vocab() : model.target_vocab();
+}
+
+namespace {
+
+json rnn_json(const Seq2SeqOptions& m) {
+  return {{"source_vocab", m.source_vocab()},
+          {"target_vocab", m.target_vocab()},
+          {"embed_size", m.embed_size()},
+          {"hidden_size", m.hidden_size()},
+          {"layers", m.layers()},
+          {"bidirectional", m.bidirectional()},
+          {"dropout", m.dropout()},
+          {"attention", m.attention()},
+          {"score", to_string(m.score())},
+          {"weighting", to_string(m.weighting())},
+          {"hard_gradient", to_string(m.hard_gradient())},
+          {"temperature", m.temperature()},
+          {"window", m.window()},
+          {"input_feeding", m.input_feeding()},
+          {"self_attention_layers", m.self_attention_layers()},
+          {"self_attention_heads", m.self_attention_heads()}};
+}
+
+json transformer_json(const transformer::TransformerOptions& t) {
+  return {{"source_vocab", t.source_vocab()},
+          {"target_vocab", t.target_vocab()},
+          {"d_model", t.d_model()},
+          {"heads", t.heads()},
+          {"encoder_layers", t.encoder_layers()},
+          {"decoder_layers", t.decoder_layers()},
+          {"ffn", t.ffn()},
+          {"dropout", t.dropout()},
+          {"attention_dropout", t.attention_dropout()},
+          {"ffn_dropout", t.ffn_dropout()},
+          {"activation", transformer::to_string(t.activation())},
+          {"norm_first", t.norm_first()},
+          {"tie_output", t.tie_output()},
+          {"share_embeddings", t.share_embeddings()}};
+}
+
+}  // namespace
+
 void save_config(const std::string& dir, const ModelConfig& c) {
-  const auto& m = c.model;
-  json j = {{"attnkit_version", kVersion},
-            {"source_tokenizer", c.source_tokenizer},
-            {"target_tokenizer", c.target_tokenizer},
-            {"model",
-             {{"source_vocab", m.source_vocab()},
-              {"target_vocab", m.target_vocab()},
-              {"embed_size", m.embed_size()},
-              {"hidden_size", m.hidden_size()},
-              {"layers", m.layers()},
-              {"bidirectional", m.bidirectional()},
-              {"dropout", m.dropout()},
-              {"attention", m.attention()},
-              {"score", to_string(m.score())},
-              {"weighting", to_string(m.weighting())},
-              {"hard_gradient", to_string(m.hard_gradient())},
-              {"temperature", m.temperature()},
-              {"window", m.window()},
-              {"input_feeding", m.input_feeding()},
-              {"self_attention_layers", m.self_attention_layers()},
-              {"self_attention_heads", m.self_attention_heads()}}}};
+  json j = {
+      {"attnkit_version", kVersion},
+      {"arch", to_string(c.arch)},
+      {"source_tokenizer", c.source_tokenizer},
+      {"target_tokenizer", c.target_tokenizer},
+      {"model", c.arch == Arch::Transformer ? transformer_json(c.transformer) : rnn_json(c.model)}};
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
 }
 
@@ -122,6 +164,41 @@ void check_model_options(const std::string& path, const Seq2SeqOptions& m) {
                 " million (is the config damaged?)");
 }
 
+// The Transformer's sizes, as check_model_options does for the GRU model's.
+void check_transformer_options(const std::string& path, const transformer::TransformerOptions& t) {
+  auto require = [&](bool ok, const std::string& key, const std::string& rule, double value) {
+    if (!ok)
+      throw Error(path + ": model." + key + " must be " + rule + ", got " +
+                  nlohmann::json(value).dump());
+  };
+  require(t.source_vocab() >= 4, "source_vocab", "at least 4 (the special tokens)",
+          t.source_vocab());
+  require(t.target_vocab() >= 4, "target_vocab", "at least 4 (the special tokens)",
+          t.target_vocab());
+  require(t.d_model() >= 2, "d_model", "at least 2", t.d_model());
+  require(t.heads() >= 1 && t.d_model() % t.heads() == 0, "heads",
+          "a divisor of d_model " + std::to_string(t.d_model()), t.heads());
+  require(t.encoder_layers() >= 1, "encoder_layers", "at least 1", t.encoder_layers());
+  require(t.decoder_layers() >= 1, "decoder_layers", "at least 1", t.decoder_layers());
+  require(t.ffn() >= 1, "ffn", "at least 1", t.ffn());
+  for (auto [key, p] :
+       {std::pair{"dropout", t.dropout()}, std::pair{"attention_dropout", t.attention_dropout()},
+        std::pair{"ffn_dropout", t.ffn_dropout()}})
+    require(p >= 0 && p < 1, key, "in [0, 1)", p);
+  require(!t.share_embeddings() || t.source_vocab() == t.target_vocab(), "share_embeddings",
+          "false unless source_vocab equals target_vocab", t.share_embeddings());
+  const double d = double(t.d_model()), layers = double(t.encoder_layers() + t.decoder_layers());
+  const double weights = (double(t.source_vocab()) + double(t.target_vocab())) * d +
+                         layers * (4 * d * d + 2 * d * double(t.ffn())) +
+                         double(t.decoder_layers()) * 4 * d * d;
+  constexpr double kMaxWeights = double(1LL << 31);  // 8 GiB of float32
+  if (weights > kMaxWeights)
+    throw Error(path + ": the sizes describe a model of about " +
+                std::to_string(static_cast<long long>(weights / 1e6)) +
+                " million weights; the limit is " + std::to_string((1LL << 31) / 1000000) +
+                " million (is the config damaged?)");
+}
+
 // m[key] as an integer; a float, a string or an integer beyond int64 is the config's fault.
 int64_t integer(const std::string& path, const json& m, const char* key) {
   const auto& v = m.at(key);
@@ -156,31 +233,55 @@ ModelConfig load_config(const std::string& dir) {
   try {
     const auto& m = j.at("model");
     ModelConfig c;
+    c.arch = j.contains("arch") ? parse_arch(j.at("arch").get<std::string>()) : Arch::Rnn;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
     // Numbers through integer() and number(): nlohmann converts 1e87 to int64 without a check
     // (undefined behaviour; found by tests/fuzz/fuzz_model_dir).
     const auto i = [&](const char* key) { return integer(path, m, key); };
     const auto d = [&](const char* key) { return number(path, m, key); };
+    const auto b = [&](const char* key) { return m.at(key).get<bool>(); };
+    if (c.arch == Arch::Transformer) {
+      c.transformer =
+          transformer::TransformerOptions(i("source_vocab"), i("target_vocab"))
+              .d_model(i("d_model"))
+              .heads(i("heads"))
+              .encoder_layers(i("encoder_layers"))
+              .decoder_layers(i("decoder_layers"))
+              .ffn(i("ffn"))
+              .dropout(d("dropout"))
+              .attention_dropout(d("attention_dropout"))
+              .ffn_dropout(d("ffn_dropout"))
+              .activation(transformer::parse_activation(m.at("activation").get<std::string>()))
+              .norm_first(b("norm_first"))
+              .tie_output(b("tie_output"))
+              .share_embeddings(b("share_embeddings"));
+      check_transformer_options(path, c.transformer);
+      return c;
+    }
     c.model = Seq2SeqOptions(i("source_vocab"), i("target_vocab"))
                   .embed_size(i("embed_size"))
                   .hidden_size(i("hidden_size"))
                   .layers(i("layers"))
-                  .bidirectional(m.at("bidirectional").get<bool>())
+                  .bidirectional(b("bidirectional"))
                   .dropout(d("dropout"))
-                  .attention(m.at("attention").get<bool>())
+                  .attention(b("attention"))
                   .score(parse_score_kind(m.at("score").get<std::string>()))
                   .weighting(parse_weighting_kind(m.at("weighting").get<std::string>()))
                   .hard_gradient(parse_hard_gradient(m.at("hard_gradient").get<std::string>()))
                   .temperature(d("temperature"))
                   .window(i("window"))
-                  .input_feeding(m.at("input_feeding").get<bool>())
+                  .input_feeding(b("input_feeding"))
                   .self_attention_layers(i("self_attention_layers"))
                   .self_attention_heads(i("self_attention_heads"));
     check_model_options(path, c.model);
     return c;
   } catch (const json::exception& e) {
     throw Error(path + ": malformed config (" + e.what() + ")");
+  } catch (const Error& e) {  // an unknown arch or activation: name the file
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    throw Error(path + ": " + what);
   }
 }
 
@@ -191,9 +292,9 @@ std::vector<std::string> attention_rows(const Translation& t) {
   return rows;
 }
 
-void save_weights(Seq2Seq& model, const std::string& path) {
+void save_weights(torch::nn::Module& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
-  model->save(archive);
+  model.save(archive);
   // Serialised in memory first: LibTorch's archive writer throws from its destructor when the
   // disk fills mid-write, which ends the process; our writer reports it and keeps the old file.
   std::ostringstream bytes;
@@ -204,31 +305,30 @@ void save_weights(Seq2Seq& model, const std::string& path) {
 namespace {
 
 // Shapes of every parameter, by name.
-std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_of(Seq2Seq& model) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_of(torch::nn::Module& model) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
-  for (const auto& p : model->named_parameters())
-    out.emplace_back(p.key(), p.value().sizes().vec());
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value().sizes().vec());
   return out;
 }
 
 // After a load: every parameter keeps the shape config.json gave it (LibTorch's loader replaces
 // a tensor of another shape silently, and the first step then fails on a bare shape error or
 // translates wrongly), and holds finite numbers.
-void check_loaded(Seq2Seq& model, const std::string& path,
+void check_loaded(torch::nn::Module& model, const std::string& path,
                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected) {
   auto shape = [](const std::vector<int64_t>& s) {
     std::string out = "[";
     for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
     return out + "]";
   };
-  const auto loaded = model->named_parameters();
+  const auto loaded = model.named_parameters();
   for (const auto& [name, want] : expected) {
     const auto& got = loaded[name];
     if (got.sizes().vec() != want)
       throw Error(path + ": parameter '" + name + "' is " + shape(got.sizes().vec()) +
                   " but config.json describes " + shape(want) +
-                  " (embed_size, hidden_size, bidirectional, score, input_feeding, vocabularies): "
-                  "the config does not belong to these weights");
+                  " (the sizes and vocabularies there): the config does not belong to these "
+                  "weights");
     if (!at::isfinite(got).all().item<bool>())
       throw Error(path + ": parameter '" + name + "' holds NaN or infinite values");
   }
@@ -236,14 +336,14 @@ void check_loaded(Seq2Seq& model, const std::string& path,
 
 }  // namespace
 
-void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
+void load_checkpoint_model(torch::nn::Module& model, const std::string& path) {
   const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive, weights;
     std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
     archive.load_from(bytes);
     archive.read("model", weights);  // train/checkpoint.h's layout
-    model->load(weights);
+    model.load(weights);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
     throw Error(path + ": cannot load the checkpoint's weights into the configured model (" +
                 first_line(e.what()) + ")");
@@ -251,14 +351,14 @@ void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
   check_loaded(model, path, expected);
 }
 
-void load_weights(Seq2Seq& model, const std::string& path) {
+void load_weights(torch::nn::Module& model, const std::string& path) {
   if (!fs::exists(path)) throw Error(path + ": missing model weights");
   const auto expected = shapes_of(model);
   try {
     torch::serialize::InputArchive archive;
     std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
     archive.load_from(bytes);
-    model->load(archive);
+    model.load(archive);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
     throw Error(path + ": cannot load the weights into the configured model (" +
                 first_line(e.what()) + ")");
@@ -290,18 +390,26 @@ Translator::Translator(const std::string& dir) : dir_(dir) {
                   " tokens but config.json says " + std::to_string(want) +
                   " (the vocabulary does not belong to these weights)");
   };
-  check(source_vocab_.size(), config_.model.source_vocab(), "source");
-  check(target_vocab_.size(), config_.model.target_vocab(), "target");
+  check(source_vocab_.size(), config_.source_vocab(), "source");
+  check(target_vocab_.size(), config_.target_vocab(), "target");
   source_tok_ = data::make_tokenizer(config_.source_tokenizer, dir);
   target_tok_ = data::make_tokenizer(config_.target_tokenizer, dir);
-  model_ = Seq2Seq(config_.model);
+  if (config_.arch == Arch::Transformer)
+    transformer_ = transformer::TransformerModel(config_.transformer);
+  else
+    model_ = Seq2Seq(config_.model);
   const auto best = fs::path(dir) / "model.pt", latest = fs::path(dir) / "checkpoint.pt";
   // A run stopped before its first model.pt (killed in its first epoch) still has its weights.
   if (!fs::exists(best) && fs::exists(latest))
-    load_checkpoint_model(model_, latest.string());
+    load_checkpoint_model(module(), latest.string());
   else
-    load_weights(model_, best.string());
-  model_->eval();
+    load_weights(module(), best.string());
+  module().eval();
+}
+
+torch::nn::Module& Translator::module() {
+  return config_.arch == Arch::Transformer ? static_cast<torch::nn::Module&>(*transformer_)
+                                           : static_cast<torch::nn::Module&>(*model_);
 }
 
 Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab,
@@ -310,8 +418,29 @@ Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_voc
       model_(std::move(model)),
       source_vocab_(std::move(source_vocab)),
       target_vocab_(std::move(target_vocab)) {
+  config_.arch = Arch::Rnn;
   source_tok_ = data::make_tokenizer(config_.source_tokenizer);
   target_tok_ = data::make_tokenizer(config_.target_tokenizer);
+}
+
+Translator::Translator(ModelConfig config, transformer::TransformerModel model,
+                       data::Vocab source_vocab, data::Vocab target_vocab)
+    : config_(std::move(config)),
+      transformer_(std::move(model)),
+      source_vocab_(std::move(source_vocab)),
+      target_vocab_(std::move(target_vocab)) {
+  config_.arch = Arch::Transformer;
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer);
+}
+
+std::vector<std::vector<Hypothesis>> Translator::search_batch(const at::Tensor& source,
+                                                              const at::Tensor& lengths,
+                                                              const SearchOptions& options,
+                                                              SearchStats* stats) {
+  return config_.arch == Arch::Transformer
+             ? transformer::search(transformer_, source, lengths, options, stats)
+             : search(model_, source, lengths, options, stats);
 }
 
 void Translator::translate_batch(const std::vector<size_t>& members,
@@ -321,7 +450,7 @@ void Translator::translate_batch(const std::vector<size_t>& members,
   std::vector<std::vector<int64_t>> batch;
   for (size_t m : members) batch.push_back(ids[m]);
   auto [source, lengths] = pad_batch(batch);
-  auto hyps = search(model_, source, lengths, options, stats);
+  auto hyps = search_batch(source, lengths, options, stats);
   for (size_t m = 0; m < members.size(); ++m) {
     auto& r = results[members[m]];
     const auto& src_tokens = r.source_tokens;
@@ -393,7 +522,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
     return results;
   }
   // Workers take the next batch in length order; each writes only its own sentences' results.
-  model_->eval();  // once, before the threads read the flag
+  module().eval();  // once, before the threads read the flag
   ScopedBlasThreads single_threaded_blas(1);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

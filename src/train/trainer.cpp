@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <torch/optim/adam.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -53,6 +55,13 @@ void set_lr(torch::optim::Adam& optimizer, double lr) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
 }
 
+// The inverse-square-root schedule's factor at `step` (1-based): step / warmup up to warmup, then
+// sqrt(warmup / step); 1 at the peak.
+double warmup_factor(int64_t step, int64_t warmup) {
+  const double s = static_cast<double>(step), w = static_cast<double>(warmup);
+  return std::min(s / w, std::sqrt(w / s));
+}
+
 // One epoch's running totals.
 struct EpochTotals {
   Clock::time_point started = Clock::now();
@@ -84,7 +93,8 @@ class Run {
   TrainResult run() {
     start();
     for (; p_.epoch < o_.epochs; ++p_.epoch, p_.batch = 0) {
-      const auto batches = make_batches(data_.train, o_.batch_size, o_.seed, p_.epoch);
+      const auto batches =
+          make_batches(data_.train, o_.batch_size, o_.seed, p_.epoch, o_.batch_tokens);
       EpochTotals epoch;
       for (; p_.batch < static_cast<int64_t>(batches.size()); ++p_.batch) {
         const auto members = shard(batches[p_.batch]);
@@ -177,6 +187,8 @@ class Run {
     }
     if (reducer_) reducer_->finish();
     if (o_.clip > 0) clip_grad_norm(model_.parameters(), o_.clip);
+    if (o_.warmup_steps > 0)
+      set_lr(optimizer_, p_.lr * warmup_factor(p_.step + 1, o_.warmup_steps));
     adam_step(optimizer_);
     ++p_.step;
     ++result_.steps;

@@ -6,7 +6,8 @@
 
 #include "attnkit/seq2seq/model.h"
 
-// Search strategies over the decoder-step interface (Decoder::start/step, DecoderState::select).
+// Search strategies over one decoder-step interface (StepDecoder), which the GRU model and the
+// Transformer (transformer/search.h) each implement.
 namespace attnkit::seq2seq {
 
 struct SearchOptions {
@@ -32,6 +33,34 @@ struct SearchStats {
   int64_t source_tokens = 0;  // encoded, padding not counted
   int64_t decoder_rows = 0;   // decoder steps summed over the rows (sentences x beams) they ran
 };
+
+// What a search drives: a batch of sentences encoded once, then decoded one step at a time over
+// rows in sentence-major order (row = sentence x width + beam).
+class StepDecoder {
+ public:
+  struct Step {
+    at::Tensor logits;     // [N, V]
+    at::Tensor attention;  // [N, S]: what the search keeps per token (pictures, <unk> copying)
+  };
+  virtual ~StepDecoder() = default;
+  // tokens [N]: each row's latest token.
+  virtual Step step(const at::Tensor& tokens) = 0;
+  // Row i of the next step continues row origin[i]. `sentences`, when defined, are the sentences
+  // that remain, as indices into the current ones (undefined: the same sentences); each then has
+  // `width` rows.
+  virtual void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width) = 0;
+};
+
+// Searches over a started decoder; lengths [B] are the source lengths (for length limits).
+std::vector<std::vector<Hypothesis>> greedy_search(StepDecoder& decoder, const at::Tensor& lengths,
+                                                   const SearchOptions& options,
+                                                   SearchStats* stats = nullptr);
+std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at::Tensor& lengths,
+                                                 const SearchOptions& options,
+                                                 SearchStats* stats = nullptr);
+std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const at::Tensor& lengths,
+                                            const SearchOptions& options,
+                                            SearchStats* stats = nullptr);
 
 // One list of hypotheses (best first, at most nbest) per source sentence.
 // source [B, S], lengths [B]. The model is put in eval mode for the search.

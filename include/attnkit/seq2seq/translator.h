@@ -11,6 +11,7 @@
 #include "attnkit/data/vocab.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/seq2seq/search.h"
+#include "attnkit/transformer/model.h"
 
 // A model directory holds everything `translate` needs:
 //   config.json    model options, tokenizer specs, vocabulary sizes
@@ -20,20 +21,35 @@
 //   metrics.jsonl  the training log
 namespace attnkit::seq2seq {
 
+// The model's architecture: config.json's "arch" ("rnn" when absent, as before it existed).
+enum class Arch { Rnn, Transformer };
+std::string to_string(Arch arch);
+Arch parse_arch(const std::string& name);  // "rnn" | "transformer"
+
 struct ModelConfig {
-  Seq2SeqOptions model{1, 1};
+  Arch arch = Arch::Rnn;
+  Seq2SeqOptions model{1, 1};                         // Arch::Rnn
+  transformer::TransformerOptions transformer{1, 1};  // Arch::Transformer
   std::string source_tokenizer = "en";
   std::string target_tokenizer = "zh";
+  int64_t source_vocab() const;
+  int64_t target_vocab() const;
 };
 
 void save_config(const std::string& dir, const ModelConfig& config);
 // Throws attnkit::Error naming the file and the field on a missing or malformed config.
 ModelConfig load_config(const std::string& dir);
 
-void save_weights(Seq2Seq& model, const std::string& path);
-void load_weights(Seq2Seq& model, const std::string& path);
+// Weights of either architecture (a module's parameters and buffers) as model.pt.
+void save_weights(torch::nn::Module& model, const std::string& path);
+void load_weights(torch::nn::Module& model, const std::string& path);
 // The latest weights in a training checkpoint (model_dir/checkpoint.pt).
-void load_checkpoint_model(Seq2Seq& model, const std::string& path);
+void load_checkpoint_model(torch::nn::Module& model, const std::string& path);
+inline void save_weights(Seq2Seq& model, const std::string& path) { save_weights(*model, path); }
+inline void load_weights(Seq2Seq& model, const std::string& path) { load_weights(*model, path); }
+inline void load_checkpoint_model(Seq2Seq& model, const std::string& path) {
+  load_checkpoint_model(*model, path);
+}
 
 struct Translation {
   std::string text;
@@ -61,6 +77,8 @@ class Translator {
   // (e.g. a vocabulary whose size differs from the weights') is an attnkit::Error.
   explicit Translator(const std::string& model_dir);
   Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab, data::Vocab target_vocab);
+  Translator(ModelConfig config, transformer::TransformerModel model, data::Vocab source_vocab,
+             data::Vocab target_vocab);
 
   // Sentences are sorted by length and translated in batches of `batch_size`; results come
   // back in input order. An <unk> or placeholder in the output becomes the source token with
@@ -78,7 +96,11 @@ class Translator {
                                      int parallel_batches = 1, SearchStats* stats = nullptr);
 
   const ModelConfig& config() const { return config_; }
+  // The GRU model (null for a Transformer), the Transformer (null for a GRU model), and whichever
+  // it is as a module.
   Seq2Seq& model() { return model_; }
+  transformer::TransformerModel& transformer() { return transformer_; }
+  torch::nn::Module& module();
   const data::Vocab& source_vocab() const { return source_vocab_; }
   const data::Vocab& target_vocab() const { return target_vocab_; }
   const data::Tokenizer& source_tokenizer() const { return *source_tok_; }
@@ -90,8 +112,15 @@ class Translator {
                        const std::vector<std::vector<int64_t>>& ids, const SearchOptions& options,
                        std::vector<Translation>& results, SearchStats* stats);
 
+  // The batch's hypotheses from whichever model this is.
+  std::vector<std::vector<Hypothesis>> search_batch(const at::Tensor& source,
+                                                    const at::Tensor& lengths,
+                                                    const SearchOptions& options,
+                                                    SearchStats* stats);
+
   ModelConfig config_;
   Seq2Seq model_{nullptr};
+  transformer::TransformerModel transformer_{nullptr};
   data::Vocab source_vocab_, target_vocab_;
   std::unique_ptr<data::Tokenizer> source_tok_, target_tok_;
   std::string dir_;

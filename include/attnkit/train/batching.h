@@ -15,9 +15,12 @@ struct Example {
 // Length-bucketed batches for one epoch, a pure function of (examples, batch size, seed,
 // epoch): the order is reshuffled each epoch, yet reproducible, which is what lets a resumed
 // run continue exactly where it stopped. Examples are shuffled, cut into pools of 50 batches,
-// sorted by source length inside a pool, chunked, and the batches shuffled.
+// sorted by length inside a pool, chunked, and the batches shuffled. With batch_tokens > 0 a
+// chunk takes sentences while (sentences x the longest side so far) stays within batch_tokens
+// (at least one sentence); pools then hold 50 x batch_tokens / 20 sentences.
 std::vector<std::vector<size_t>> make_batches(const std::vector<Example>& examples,
-                                              size_t batch_size, uint64_t seed, int64_t epoch);
+                                              size_t batch_size, uint64_t seed, int64_t epoch,
+                                              size_t batch_tokens = 0);
 
 struct Batch {
   at::Tensor source;      // [B, S]

@@ -39,7 +39,13 @@ struct TrainOptions {
   double time_limit = 0;   // seconds of training; 0 = no limit
   int64_t max_steps = 0;   // stop (checkpointed) after this many optimizer steps; 0 = no limit
   size_t batch_size = 64;  // sentences
+  // > 0: batches by size instead, up to this many tokens each, padding included (the longer side
+  // of the longest pair x the sentences).
+  size_t batch_tokens = 0;
   double learning_rate = 1e-3;
+  // > 0: the inverse-square-root schedule (Vaswani et al.): the rate rises linearly to
+  // learning_rate over this many steps, then falls as 1/sqrt(step).
+  int64_t warmup_steps = 0;
   double clip = 1.0;             // gradient-norm clipping; 0 = off
   double teacher_forcing = 1.0;  // chance of feeding the gold token
   double label_smoothing = 0.1;

@@ -1,0 +1,60 @@
+#include "attnkit/train/transformer_trainable.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "attnkit/train/step.h"
+
+namespace attnkit::train {
+
+TransformerTrainable::TransformerTrainable(transformer::TransformerModel& model,
+                                           const seq2seq::ModelConfig& config,
+                                           const data::Vocab& source_vocab,
+                                           const data::Vocab& target_vocab)
+    : model_(model), config_(config), source_vocab_(source_vocab), target_vocab_(target_vocab) {}
+
+std::vector<at::Tensor> TransformerTrainable::parameters() { return model_->parameters(); }
+
+void TransformerTrainable::set_training(bool training) { model_->train(training); }
+
+at::Tensor TransformerTrainable::token_loss(const Batch& b, double smoothing) {
+  auto features = model_->decode(b.target_in, model_->encode(b.source, b.lengths));  // [B, T, D]
+  const auto real = (b.target_out != data::Vocab::kPad).view(-1);
+  const auto rows = real.nonzero().squeeze(1);  // the real target tokens, row-major
+  features = features.reshape({-1, features.size(-1)}).index_select(0, rows);  // [N, D]
+  return projected_loss(features, model_->output_weight(), model_->output_bias(),
+                        b.target_out.view(-1).index_select(0, rows), smoothing);
+}
+
+BatchLoss TransformerTrainable::loss(const Batch& b, const LossOptions& o, ReinforceBaseline&) {
+  BatchLoss l;
+  l.loss = token_loss(b, o.label_smoothing);
+  l.objective = l.loss;
+  return l;
+}
+
+double TransformerTrainable::validation_loss(const Batch& b) {
+  at::NoGradGuard no_grad;
+  return token_loss(b, 0.0).item<double>();
+}
+
+std::vector<std::string> TransformerTrainable::translate(const std::vector<std::string>& sources) {
+  seq2seq::Translator translator(config_, model_, source_vocab_, target_vocab_);
+  seq2seq::SearchOptions greedy;
+  greedy.beam_size = 1;
+  std::vector<std::string> out;
+  for (auto& t : translator.translate(sources, greedy, /*batch_size=*/64, /*parallel_batches=*/0))
+    out.push_back(t.text);
+  return out;
+}
+
+void TransformerTrainable::save_weights(const std::string& path) {
+  seq2seq::save_weights(*model_, path);
+}
+
+void TransformerTrainable::save(torch::serialize::OutputArchive& archive) { model_->save(archive); }
+
+void TransformerTrainable::load(torch::serialize::InputArchive& archive) { model_->load(archive); }
+
+}  // namespace attnkit::train
