@@ -38,15 +38,10 @@ struct Task {
 
 Task make_task(const std::string& name, size_t train_count) {
   Task t;
-  auto tok = data::make_tokenizer("en");
-  auto train = data::synthetic_task(name, train_count, 3, 8, 8, 1);
-  t.test = data::synthetic_task(name, 100, 3, 8, 8, 99);
-  std::vector<std::vector<std::string>> sentences;
-  for (const auto& e : train) sentences.push_back(tok->tokenize(e.pair.source));
-  t.vocab = data::Vocab::build(sentences, 1);
-  for (const auto& e : train)
-    t.data.train.push_back({t.vocab.encode(tok->tokenize(e.pair.source)),
-                            t.vocab.encode(tok->tokenize(e.pair.target))});
+  auto synthetic = testing::synthetic_data(name, train_count);
+  t.vocab = std::move(synthetic.vocab);
+  t.data = std::move(synthetic.data);
+  t.test = std::move(synthetic.test);
   t.config.source_tokenizer = t.config.target_tokenizer = "en";
   t.config.model = seq2seq::Seq2SeqOptions(t.vocab.size(), t.vocab.size())
                        .embed_size(16)

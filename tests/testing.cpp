@@ -1,6 +1,7 @@
 #include "testing.h"
 
 #include "attnkit/core/error.h"
+#include "attnkit/data/tokenizer.h"
 #include "attnkit/kernels/cpu_isa.h"
 
 #include <cstdio>
@@ -120,6 +121,20 @@ std::vector<ScoreWeighting> all_scores_with(const std::vector<WeightingKind>& we
                  ScoreKind::Dot, ScoreKind::General})
     for (auto w : weightings) cases.push_back({s, w});
   return cases;
+}
+
+SyntheticData synthetic_data(const std::string& task, size_t train_count) {
+  SyntheticData t;
+  auto tok = data::make_tokenizer("en");
+  auto train = data::synthetic_task(task, train_count, 3, 8, 8, 1);
+  t.test = data::synthetic_task(task, 100, 3, 8, 8, 99);
+  std::vector<std::vector<std::string>> sentences;
+  for (const auto& e : train) sentences.push_back(tok->tokenize(e.pair.source));
+  t.vocab = data::Vocab::build(sentences, 1);
+  for (const auto& e : train)
+    t.data.train.push_back({t.vocab.encode(tok->tokenize(e.pair.source)),
+                            t.vocab.encode(tok->tokenize(e.pair.target))});
+  return t;
 }
 
 }  // namespace attnkit::testing

@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "attnkit/attention/types.h"
+#include "attnkit/data/synthetic.h"
+#include "attnkit/data/vocab.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/train/trainer.h"
 
 namespace attnkit::testing {
 
@@ -64,5 +67,14 @@ void PrintTo(const ScoreWeighting& c, std::ostream* os);
 std::string test_name(const ScoreWeighting& c);
 // Every score with each of the given weightings.
 std::vector<ScoreWeighting> all_scores_with(const std::vector<WeightingKind>& weightings);
+
+// A synthetic task (data/synthetic.h: lengths 3-8, 8 symbols, seed 1) as training data, with one
+// vocabulary for both sides ("en" tokens), and 100 test examples of seed 99.
+struct SyntheticData {
+  data::Vocab vocab;
+  train::TrainData data;
+  std::vector<data::SyntheticExample> test;
+};
+SyntheticData synthetic_data(const std::string& task, size_t train_count);
 
 }  // namespace attnkit::testing
