@@ -74,6 +74,43 @@ function drawHeatmap(container, sourceTokens, targetTokens, attention) {
   });
 }
 
+// The maps a translation offers: the attention its search kept and, from a Transformer, every
+// layer and head of the cross-attention and the self-attention of encoder and decoder.
+function attentionMaps(r) {
+  // attention_rows labels every row, the end-of-sentence step's (</s>) included.
+  const maps = [{name: "cross-attention (what the search used)", rows: r.attention_rows,
+                 cols: r.source_tokens, weights: r.attention}];
+  const layers = r.attention_layers;
+  if (!layers) return maps;
+  const mean = heads => heads[0].map((row, i) => row.map((_, j) =>
+    heads.reduce((sum, h) => sum + h[i][j], 0) / heads.length));
+  layers.cross.forEach((heads, l) => {
+    maps.push({name: `cross, layer ${l + 1}, mean of heads`, rows: r.attention_rows,
+               cols: r.source_tokens, weights: mean(heads)});
+    heads.forEach((w, h) => maps.push({name: `cross, layer ${l + 1}, head ${h + 1}`,
+                                       rows: r.attention_rows, cols: r.source_tokens, weights: w}));
+  });
+  layers.encoder_self.forEach((heads, l) => maps.push({name: `encoder self, layer ${l + 1}`,
+    rows: r.source_tokens, cols: r.source_tokens, weights: mean(heads)}));
+  layers.decoder_self.forEach((heads, l) => maps.push({name: `decoder self, layer ${l + 1}`,
+    rows: r.attention_rows, cols: layers.decoder_inputs, weights: mean(heads)}));
+  return maps;
+}
+
+function showAttention(r) {
+  const maps = attentionMaps(r);
+  const picker = document.getElementById("attention-map");
+  picker.innerHTML = "";
+  maps.forEach((m, i) => picker.add(new Option(m.name, i)));
+  picker.hidden = maps.length < 2;  // a GRU model has one attention
+  const draw = () => {
+    const m = maps[+picker.value || 0];
+    drawHeatmap(document.getElementById("heatmap"), m.cols, m.rows, m.weights);
+  };
+  picker.onchange = draw;
+  draw();
+}
+
 document.getElementById("translate-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const error = document.getElementById("translate-error");
@@ -84,8 +121,7 @@ document.getElementById("translate-form").addEventListener("submit", async (even
       beam: +document.getElementById("beam").value,
     });
     document.getElementById("translation").textContent = r.translation;
-    // attention_rows labels every row, the end-of-sentence step's (</s>) included.
-    drawHeatmap(document.getElementById("heatmap"), r.source_tokens, r.attention_rows, r.attention);
+    showAttention(r);
   } catch (e) {
     error.textContent = e.message;
   }

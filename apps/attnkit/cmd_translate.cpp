@@ -17,6 +17,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/seq2seq/translator.h"
+#include "attnkit/serve/translation_json.h"
 #include "attnkit/viz/plot.h"
 #include "checks.h"
 #include "commands.h"
@@ -33,6 +34,67 @@ struct TranslateArgs {
   std::string attention_out;
 };
 
+// A Transformer's maps, averaged over heads, one panel per layer.
+std::vector<viz::Heatmap> layer_panels(const std::vector<at::Tensor>& layers, const char* what,
+                                       const std::vector<std::string>& rows,
+                                       const std::vector<std::string>& cols) {
+  std::vector<viz::Heatmap> panels;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    viz::Heatmap h;
+    h.weights = layers[l].mean(0);
+    h.row_labels = rows;
+    h.col_labels = cols;
+    h.title = std::string(what) + ", layer " + std::to_string(l + 1) + " (mean of heads)";
+    panels.push_back(std::move(h));
+  }
+  return panels;
+}
+
+// NNNN.png/.svg/.json: the attention the search kept. A Transformer adds NNNN-cross (every layer
+// and head of the cross-attention) and NNNN-self (encoder and decoder self-attention per layer).
+void write_attention_pictures(const TranslateArgs& a, const std::vector<std::string>& lines,
+                              const std::vector<seq2seq::Translation>& results) {
+  std::filesystem::create_directories(a.attention_out);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (!r.attention.defined() || r.attention.numel() == 0) continue;
+    viz::Heatmap h;
+    h.row_labels = seq2seq::attention_rows(r);
+    h.weights = r.attention.narrow(0, 0, static_cast<int64_t>(h.row_labels.size()));
+    h.col_labels = r.source_tokens;
+    h.title = lines[i] + "  →  " + r.text;
+    char stem[32];
+    std::snprintf(stem, sizeof stem, "%04zu", i + 1);
+    const auto base = (std::filesystem::path(a.attention_out) / stem).string();
+    viz::render_heatmaps({h}, base + ".png");
+    viz::render_heatmaps({h}, base + ".svg");
+    auto json = nlohmann::json::parse(viz::heatmap_json(h));
+    if (!r.cross_layers.empty()) {
+      json["attention_layers"] = serve::attention_layers_json(r);
+      std::vector<viz::Heatmap> cross;
+      for (size_t l = 0; l < r.cross_layers.size(); ++l)
+        for (int64_t head = 0; head < r.cross_layers[l].size(0); ++head) {
+          viz::Heatmap c = h;
+          c.weights = r.cross_layers[l][head];
+          c.title = "cross, layer " + std::to_string(l + 1) + " head " + std::to_string(head + 1);
+          cross.push_back(std::move(c));
+        }
+      auto self =
+          layer_panels(r.encoder_self_layers, "encoder self", r.source_tokens, r.source_tokens);
+      for (auto& p : layer_panels(r.decoder_self_layers, "decoder self", h.row_labels,
+                                  seq2seq::decoder_inputs(r)))
+        self.push_back(std::move(p));
+      for (const char* ext : {".png", ".svg"}) {
+        viz::render_heatmaps(cross, base + "-cross" + ext);
+        viz::render_heatmaps(self, base + "-self" + ext);
+      }
+    }
+    write_file_atomic(base + ".json", json.dump(1) + "\n");
+  }
+  std::fprintf(stderr, "wrote %zu attention heatmaps (.png, .svg, .json) to %s\n", results.size(),
+               a.attention_out.c_str());
+}
+
 int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
@@ -41,9 +103,10 @@ int run(const TranslateArgs& a) {
   const auto started = std::chrono::steady_clock::now();
   seq2seq::SearchStats stats;
   auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches, &stats);
+  const auto searched = std::chrono::steady_clock::now();
+  if (a.format == "json" || !a.attention_out.empty()) translator.add_attention_maps(results);
   if (a.timing) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double s = std::chrono::duration<double>(searched - started).count();
     std::fprintf(stderr,
                  "translated %zu sentences in %.3f s: %.1f sentences/s (%lld source tokens "
                  "encoded, %lld decoder rows)\n",
@@ -51,26 +114,7 @@ int run(const TranslateArgs& a) {
                  static_cast<long long>(stats.source_tokens),
                  static_cast<long long>(stats.decoder_rows));
   }
-  if (!a.attention_out.empty()) {
-    std::filesystem::create_directories(a.attention_out);
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      if (!r.attention.defined() || r.attention.numel() == 0) continue;
-      viz::Heatmap h;
-      h.row_labels = seq2seq::attention_rows(r);
-      h.weights = r.attention.narrow(0, 0, static_cast<int64_t>(h.row_labels.size()));
-      h.col_labels = r.source_tokens;
-      h.title = lines[i] + "  →  " + r.text;
-      char stem[32];
-      std::snprintf(stem, sizeof stem, "%04zu", i + 1);
-      const auto base = (std::filesystem::path(a.attention_out) / stem).string();
-      viz::render_heatmaps({h}, base + ".png");
-      viz::render_heatmaps({h}, base + ".svg");
-      write_file_atomic(base + ".json", viz::heatmap_json(h) + "\n");
-    }
-    std::fprintf(stderr, "wrote %zu attention heatmaps (.png, .svg, .json) to %s\n", results.size(),
-                 a.attention_out.c_str());
-  }
+  if (!a.attention_out.empty()) write_attention_pictures(a, lines, results);
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -82,13 +126,8 @@ int run(const TranslateArgs& a) {
       }
       continue;
     }
-    nlohmann::json j = {{"source", lines[i]},
-                        {"translation", r.text},
-                        {"source_tokens", r.source_tokens},
-                        {"target_tokens", r.target_tokens},
-                        {"score", r.score},
-                        {"attention", viz::rounded_rows(r.attention)},
-                        {"attention_rows", seq2seq::attention_rows(r)}};
+    auto j = serve::translation_json(r);
+    j["source"] = lines[i];
     nlohmann::json nbest = nlohmann::json::array();
     for (const auto& [text, score] : r.nbest)
       nbest.push_back({{"translation", text}, {"score", score}});

@@ -1,6 +1,7 @@
 #include "attnkit/seq2seq/translator.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -285,6 +286,15 @@ ModelConfig load_config(const std::string& dir) {
   }
 }
 
+std::vector<std::string> decoder_inputs(const Translation& t) {
+  std::vector<std::string> inputs = {"<s>"};
+  const auto rows = attention_rows(t);
+  inputs.insert(inputs.end(), t.target_tokens.begin(),
+                t.target_tokens.begin() +
+                    std::min(t.target_tokens.size(), rows.empty() ? 0 : rows.size() - 1));
+  return inputs;
+}
+
 std::vector<std::string> attention_rows(const Translation& t) {
   auto rows = t.target_tokens;
   if (t.attention.defined() && t.attention.size(0) > static_cast<int64_t>(rows.size()))
@@ -481,6 +491,7 @@ void Translator::translate_batch(const std::vector<size_t>& members,
       }
       const std::string text = target_tok_->detokenize(tokens);
       if (h == 0) {
+        r.target_ids = hyp.tokens;
         r.text = text;
         r.target_tokens = tokens;
         r.score = hyp.score;
@@ -488,6 +499,30 @@ void Translator::translate_batch(const std::vector<size_t>& members,
       }
       r.nbest.emplace_back(text, hyp.score);
     }
+  }
+}
+
+void Translator::add_attention_maps(std::vector<Translation>& results) {
+  if (config_.arch != Arch::Transformer) return;
+  c10::InferenceMode inference;
+  if (transformer_->is_training()) transformer_->eval();
+  for (auto& r : results) {
+    if (!r.attention.defined() || r.attention.size(0) == 0) continue;
+    const int64_t rows = r.attention.size(0);  // target tokens (+ the end-of-sentence step)
+    std::vector<int64_t> inputs = {data::Vocab::kSos};
+    inputs.insert(inputs.end(), r.target_ids.begin(), r.target_ids.begin() + (rows - 1));
+    const auto [source, lengths] = pad_batch({source_vocab_.encode(r.source_tokens)});
+    transformer::AttentionMaps maps;
+    const auto encoded = transformer_->encode(source, lengths, &maps);
+    transformer_->decode(at::tensor(inputs, at::kLong).unsqueeze(0), encoded, &maps);
+    auto first = [](const std::vector<at::Tensor>& layers) {  // [1, H, ., .] -> [H, ., .]
+      std::vector<at::Tensor> out;
+      for (const auto& l : layers) out.push_back(l[0].contiguous());
+      return out;
+    };
+    r.cross_layers = first(maps.cross);
+    r.decoder_self_layers = first(maps.decoder_self);
+    r.encoder_self_layers = first(maps.encoder_self);
   }
 }
 

@@ -134,15 +134,6 @@ TranslateRequest translate_request(const json& body, size_t max_text_bytes, int 
   return r;
 }
 
-json translation_json(const seq2seq::Translation& t) {
-  return {{"translation", t.text},
-          {"source_tokens", t.source_tokens},
-          {"target_tokens", t.target_tokens},
-          {"attention", viz::rounded_rows(t.attention)},
-          {"attention_rows", seq2seq::attention_rows(t)},
-          {"score", t.score}};
-}
-
 std::pair<int, json> error_answer(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);

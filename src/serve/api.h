@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "attnkit/seq2seq/translator.h"
+#include "attnkit/serve/translation_json.h"
 
 namespace attnkit::serve {
 
@@ -32,9 +33,6 @@ struct TranslateRequest {
   int beam = 5;
 };
 TranslateRequest translate_request(const nlohmann::json& body, size_t max_text_bytes, int max_beam);
-
-// The translation as /api/translate answers it (web/openapi.json's Translation).
-nlohmann::json translation_json(const seq2seq::Translation& t);
 
 // What a handler that threw answers: the request's faults 4xx with their message, ours 500.
 std::pair<int, nlohmann::json> error_answer(std::exception_ptr error);

@@ -56,6 +56,7 @@ void Batcher::loop() {
       seq2seq::SearchOptions options;
       options.beam_size = batch.front().beam;
       auto results = translator_.translate(texts, options, max_batch_);
+      translator_.add_attention_maps(results);  // the page's layer and head picker
       ++batches_;
       sentences_ += batch.size();
       for (size_t i = 0; i < batch.size(); ++i) batch[i].promise.set_value(std::move(results[i]));

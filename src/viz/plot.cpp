@@ -195,13 +195,24 @@ std::vector<std::vector<double>> rounded_rows(const at::Tensor& matrix) {
   std::vector<std::vector<double>> rows;
   if (!matrix.defined()) return rows;
   auto m = matrix.detach().to(at::kDouble).contiguous();
+  const double* p = m.data_ptr<double>();
   for (int64_t i = 0; i < m.size(0); ++i) {
     std::vector<double> row;
-    for (int64_t j = 0; j < m.size(1); ++j)
-      row.push_back(std::round(m[i][j].item<double>() * 1e4) / 1e4);
+    for (int64_t j = 0; j < m.size(1); ++j) row.push_back(std::round(*p++ * 1e4) / 1e4);
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+std::vector<std::vector<std::vector<std::vector<double>>>> rounded_heads(
+    const std::vector<at::Tensor>& layers) {
+  std::vector<std::vector<std::vector<std::vector<double>>>> out;
+  for (const auto& layer : layers) {
+    std::vector<std::vector<std::vector<double>>> heads;
+    for (int64_t h = 0; h < layer.size(0); ++h) heads.push_back(rounded_rows(layer[h]));
+    out.push_back(std::move(heads));
+  }
+  return out;
 }
 
 std::string heatmap_json(const Heatmap& h) {

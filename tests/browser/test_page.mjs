@@ -1,16 +1,18 @@
 // The web page in a real browser: Debian's chromium driven by playwright-core.
-// Usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR
+// Usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR [TRANSFORMER_MODEL_DIR]
 // Starts `attnkit serve` on 127.0.0.1 (any free port), then:
 //   1. types a sentence and presses Translate;
 //   2. checks the heatmap has |source| x |attention rows| cells (the end-of-sentence step
 //      labelled) and that hovering highlights;
 //   3. runs the playground on the notes' soft-attention example (0.5761) and self attention (0.4711);
-//   4. saves screenshots into ARTIFACT_DIR.
+//   4. with a Transformer model too: picks a layer and head of the cross-attention and the
+//      decoder self-attention, and checks the cells against the API's maps;
+//   5. saves screenshots into ARTIFACT_DIR.
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { chromium } from "playwright-core";
 
-const [binary, model, artifacts] = process.argv.slice(2);
+const [binary, model, artifacts, transformerModel] = process.argv.slice(2);
 if (!binary || !model || !artifacts) {
   console.error("usage: node test_page.mjs ATTNKIT_BINARY MODEL_DIR ARTIFACT_DIR");
   process.exit(2);
@@ -23,8 +25,8 @@ function check(name, ok, detail = "") {
   else { failed++; console.log(`FAIL ${name} ${detail}`); }
 }
 
-function startServer() {
-  const server = spawn(binary, ["--threads", "1", "serve", "--model", model, "--host", "127.0.0.1", "--port", "0"],
+function startServer(modelDir = model) {
+  const server = spawn(binary, ["--threads", "1", "serve", "--model", modelDir, "--host", "127.0.0.1", "--port", "0"],
                        { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("the server did not start within 30 s")), 30000);
@@ -101,11 +103,51 @@ try {
 
   const external = requests.filter((r) => !r.startsWith(url));
   check("the page loads nothing from the network (no CDN)", external.length === 0, external.join(", "));
+  check("a GRU model offers no layer picker", await page.locator("#attention-map").isHidden());
+
+  if (transformerModel) await checkTransformerPage(browser, artifacts);
 } catch (e) {
   check("the browser test ran to the end", false, e.stack);
 } finally {
   await browser.close();
   server.kill("SIGTERM");
 }
+// 4. A Transformer's maps: every layer and head of the cross-attention, and the self-attention.
+async function checkTransformerPage(browser, artifacts) {
+  const { server: tserver, url: turl } = await startServer(transformerModel);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    await page.goto(turl);
+    const sentence = "Open the file";
+    await page.fill("#source", sentence);
+    await page.click("#translate-button");
+    await page.waitForSelector("#heatmap .cell", { timeout: 20000 });
+    const api = await (await fetch(turl + "api/translate", {
+      method: "POST", body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
+    const layers = api.attention_layers;
+    check("a Transformer's answer carries its per-layer maps", !!layers && layers.cross.length > 0);
+    const heads = layers.cross[0].length;
+    const options = await page.locator("#attention-map option").count();
+    const want = 1 + layers.cross.length * (heads + 1) + layers.encoder_self.length + layers.decoder_self.length;
+    check(`the picker offers ${want} maps (average, each layer and head, self-attention)`, options === want,
+          `got ${options}`);
+    const last = layers.cross.length;
+    await page.selectOption("#attention-map", { label: `cross, layer ${last}, head ${heads}` });
+    const first = +(await page.locator('#heatmap .cell[data-row="0"][data-col="0"]').getAttribute("data-weight"));
+    check("a picked head shows that head's weights", first === layers.cross[last - 1][heads - 1][0][0],
+          `${first} vs ${layers.cross[last - 1][heads - 1][0][0]}`);
+    await page.screenshot({ path: `${artifacts}/transformer-cross-head.png`, fullPage: true });
+    await page.selectOption("#attention-map", { label: "decoder self, layer 1" });
+    const cells = await page.locator("#heatmap .cell").count();
+    check("the decoder self-attention is |rows| x |decoder inputs|",
+          cells === api.attention_rows.length * layers.decoder_inputs.length, `got ${cells}`);
+    const future = await page.locator('#heatmap .cell[data-row="0"][data-col="1"]').getAttribute("data-weight");
+    check("the decoder self-attention never looks ahead", +future === 0, future);
+    await page.screenshot({ path: `${artifacts}/transformer-decoder-self.png`, fullPage: true });
+  } finally {
+    tserver.kill("SIGTERM");
+  }
+}
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

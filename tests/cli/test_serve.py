@@ -21,11 +21,12 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("ATTNKIT_BIN", os.path.join(HERE, "..", "..", "build", "attnkit"))
 TINY_MODEL = os.path.join(HERE, "..", "golden", "tiny_model")
+TINY_TRANSFORMER = os.path.join(HERE, "..", "golden", "tiny_transformer")
 
 
-def start_server(*args):
-    """`attnkit serve` on a free port with the tiny model; returns the process and its URL."""
-    proc = subprocess.Popen([BIN, "--threads", "1", "serve", "--model", TINY_MODEL, "--port", "0", *args],
+def start_server(*args, model=TINY_MODEL):
+    """`attnkit serve` on a free port with a tiny model; returns the process and its URL."""
+    proc = subprocess.Popen([BIN, "--threads", "1", "serve", "--model", model, "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
@@ -61,6 +62,67 @@ def healthz(url):
 def address(url):
     host, port = re.search(r"http://([\d.]+):(\d+)/", url).groups()
     return host, int(port)
+
+
+def openapi(url):
+    with urllib.request.urlopen(url + "openapi.json", timeout=30) as f:
+        return json.loads(f.read())
+
+
+def check_contract(doc, path, method, status, body):
+    """Validates an answer against the documented schema of that path, method and status."""
+    import jsonschema
+    pointer = "/".join(["#/paths", path.replace("/", "~1"), method, "responses", str(status)])
+    response = jsonschema.RefResolver.from_schema(doc).resolve(pointer)[1]
+    if "$ref" in response:
+        response = jsonschema.RefResolver.from_schema(doc).resolve(response["$ref"])[1]
+    schema = dict(doc, **response["content"]["application/json"]["schema"])
+    jsonschema.Draft202012Validator(schema).validate(body)
+
+
+class TransformerServe(unittest.TestCase):
+    """A Transformer model directory served as a GRU one is, with every attention map."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.url = start_server(model=TINY_TRANSFORMER)
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.proc)
+
+    def test_translation_carries_every_layer_and_head(self):
+        status, r = post(self.url, "api/translate", {"text": "Open the file", "beam": 5})
+        self.assertEqual(status, 200, r)
+        check_contract(openapi(self.url), "/api/translate", "post", 200, r)
+        maps = r["attention_layers"]
+        rows, sources = len(r["attention_rows"]), len(r["source_tokens"])
+        self.assertEqual(maps["decoder_inputs"], ["<s>"] + r["target_tokens"][:rows - 1])
+        for layer in maps["cross"]:
+            for head in layer:
+                self.assertEqual((len(head), len(head[0])), (rows, sources))
+                for row in head:
+                    self.assertAlmostEqual(sum(row), 1, delta=2e-3)
+        for layer in maps["decoder_self"]:
+            for head in layer:  # causal: row i sees inputs 0..i only
+                for i, row in enumerate(head):
+                    self.assertEqual(len(row), rows)
+                    self.assertTrue(all(w == 0 for w in row[i + 1:]), (i, row))
+        for layer in maps["encoder_self"]:
+            self.assertEqual([len(head) for head in layer], [sources] * len(layer))
+        # `attention`, what the search kept, is the last layer's cross-attention, mean of heads.
+        last = maps["cross"][-1]
+        for i in range(rows):
+            for j in range(sources):
+                mean = sum(head[i][j] for head in last) / len(last)
+                self.assertAlmostEqual(r["attention"][i][j], mean, delta=2e-4)
+
+    def test_a_gru_model_has_no_layer_maps(self):
+        proc, url = start_server()
+        try:
+            self.assertNotIn("attention_layers", post(url, "api/translate", {"text": "Open"})[1])
+        finally:
+            stop_server(proc)
 
 
 class ServeCli(unittest.TestCase):
@@ -101,18 +163,9 @@ class ServeCli(unittest.TestCase):
         self.assertEqual(r["attention_rows"][len(r["target_tokens"]):], ["</s>"])
 
     def test_responses_follow_the_openapi_contract(self):
-        import jsonschema
-        with urllib.request.urlopen(self.url + "openapi.json", timeout=30) as f:
-            doc = json.loads(f.read())
+        doc = openapi(self.url)
         self.assertEqual(doc["info"]["version"], self.request("healthz")[1]["version"])
-
-        def check(path, method, status, body):
-            pointer = "/".join(["#/paths", path.replace("/", "~1"), method, "responses", str(status)])
-            response = jsonschema.RefResolver.from_schema(doc).resolve(pointer)[1]
-            if "$ref" in response:
-                response = jsonschema.RefResolver.from_schema(doc).resolve(response["$ref"])[1]
-            schema = dict(doc, **response["content"]["application/json"]["schema"])
-            jsonschema.Draft202012Validator(schema).validate(body)
+        check = lambda path, method, status, body: check_contract(doc, path, method, status, body)
 
         eye = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
         cases = [("/api/translate", {"text": "Open the file"}, 200),

@@ -60,7 +60,17 @@ struct Translation {
   // it. attention_rows() labels them.
   at::Tensor attention;
   std::vector<std::pair<std::string, double>> nbest;  // best first, including the first
+  std::vector<int64_t> target_ids;  // the best hypothesis's token ids (before <unk> copying)
+  // A Transformer's every attention map of the best hypothesis, per layer, each [heads, rows,
+  // cols] (Translator::add_attention_maps): cross-attention [H, rows, S]; decoder
+  // self-attention [H, rows, rows], whose keys are the decoder's inputs (decoder_inputs());
+  // encoder self-attention [H, S, S]. `attention` is the last layer's cross, averaged.
+  std::vector<at::Tensor> cross_layers, decoder_self_layers, encoder_self_layers;
 };
+
+// The decoder's input tokens, one per attention row: <s>, then the target tokens before the last
+// row's (the keys of the decoder self-attention maps).
+std::vector<std::string> decoder_inputs(const Translation& t);
 
 // The end-of-sentence step's label among attention_rows().
 inline constexpr const char* kEosLabel = "</s>";
@@ -94,6 +104,11 @@ class Translator {
   std::vector<Translation> translate(const std::vector<std::string>& sentences,
                                      const SearchOptions& options, size_t batch_size = 32,
                                      int parallel_batches = 1, SearchStats* stats = nullptr);
+
+  // Fills each result's per-layer attention maps (Translation::cross_layers ...) with one
+  // teacher-forced pass over its best hypothesis; nothing for the GRU model, whose one attention
+  // is Translation::attention.
+  void add_attention_maps(std::vector<Translation>& results);
 
   const ModelConfig& config() const { return config_; }
   // The GRU model (null for a Transformer), the Transformer (null for a GRU model), and whichever

@@ -27,6 +27,9 @@ std::string heatmap_json(const Heatmap& h);
 
 // A 2-D tensor as rows of numbers rounded to 4 decimals (for JSON output).
 std::vector<std::vector<double>> rounded_rows(const at::Tensor& matrix);
+// Per-layer [heads, rows, cols] maps as [layer][head][row][col], rounded likewise.
+std::vector<std::vector<std::vector<std::vector<double>>>> rounded_heads(
+    const std::vector<at::Tensor>& layers);
 
 struct Series {
   std::string name;
