@@ -10,6 +10,7 @@
 #include <set>
 
 #include "attnkit/attention/mask.h"
+#include "attnkit/attention/self_attention.h"
 #include "attnkit/core/error.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/transformer/model.h"
@@ -63,6 +64,35 @@ INSTANTIATE_TEST_SUITE_P(Golden, TorchNnTransformer,
                                            NnCase{"postnorm_relu", false, Activation::Relu},
                                            NnCase{"prenorm_gelu", true, Activation::Gelu}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// need_weights = false takes the fused attention kernel over the B x H rows; it gives the
+// composite's outputs and gradients, with padding and causal masks, self- and cross-attention.
+TEST(MultiheadAttention, WithoutWeightsTheFusedKernelMatchesTheComposite) {
+  at::manual_seed(8);
+  MultiheadAttention mha(MultiheadAttentionOptions(8, 2));
+  const auto lengths = at::tensor({5, 2, 4}, at::kLong);
+  const auto x = at::randn({3, 5, 8}), memory = at::randn({3, 4, 8});
+  const auto causal = padding_mask(lengths, 5).logical_and(causal_mask(5, 5));
+  const auto cross = padding_mask(at::tensor({4, 1, 3}, at::kLong), 4);
+  for (bool self : {true, false}) {
+    std::vector<at::Tensor> outputs, grads;
+    for (bool need_weights : {true, false}) {
+      mha->zero_grad();
+      auto q = x.clone().requires_grad_();
+      auto kv = self ? q : memory.clone().requires_grad_();
+      auto out = mha->forward(q, kv, kv, self ? causal : cross, need_weights);
+      EXPECT_EQ(out.weights.defined(), need_weights);
+      (out.output * at::linspace(-1, 1, out.output.numel()).view_as(out.output)).sum().backward();
+      outputs.push_back(out.output.detach());
+      grads.push_back(q.grad());
+      for (const auto& p : mha->parameters()) grads.push_back(p.grad().clone());
+    }
+    EXPECT_TRUE(close(outputs[1], outputs[0])) << (self ? "self" : "cross");
+    const size_t n = grads.size() / 2;
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_TRUE(close(grads[n + i], grads[i])) << (self ? "self" : "cross") << " grad " << i;
+  }
+}
 
 TransformerOptions tiny(bool norm_first = true) {
   return TransformerOptions(11, 13)

@@ -35,7 +35,7 @@ struct TrainArgs {
   // 0: the architecture's default (rnn 1, transformer 3 each side).
   int64_t embed = 128, hidden = 256, layers = 0, self_attention_layers = 0, heads = 4, window = 4;
   int64_t encoder_layers = 0, decoder_layers = 0, d_model = 256, ffn = 1024;
-  double attention_dropout = 0.1, ffn_dropout = 0.1;
+  double attention_dropout = 0.0, ffn_dropout = 0.1;
   std::string activation = "relu";
   bool post_norm = false, untied_output = false, share_vocab = false;
   bool unidirectional = false, no_attention = false, no_input_feeding = false;
@@ -383,8 +383,10 @@ Command add_train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_flag("--post-norm", a->post_norm,
                 "transformer: norm(x + f(x)) as in the 2017 paper, instead of pre-norm");
-  app->add_option("--attention-dropout", a->attention_dropout,
-                  "transformer: dropout on attention weights")
+  app->add_option(
+         "--attention-dropout", a->attention_dropout,
+         "transformer: dropout on attention weights (above 0, training leaves the fused attention "
+         "kernel for the composite)")
       ->check(checks::fraction())
       ->capture_default_str();
   app->add_option("--ffn-dropout", a->ffn_dropout,

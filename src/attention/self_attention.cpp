@@ -4,8 +4,12 @@
 #include <torch/nn/init.h>
 #include <torch/nn/options/linear.h>
 
+#include <tuple>
+
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/kernels/fused_attention.h"
+#include "attnkit/kernels/linear.h"
 
 namespace attnkit {
 
@@ -51,7 +55,8 @@ void MultiheadAttentionImpl::reset_parameters() {
 }
 
 MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,
-                                                const at::Tensor& value, const at::Tensor& mask) {
+                                                const at::Tensor& value, const at::Tensor& mask,
+                                                bool need_weights) {
   functional::check_qkv(query, key, value, "MultiheadAttention");
   const int64_t e = options.embed_dim(), heads = options.num_heads(), head_dim = e / heads;
   TORCH_CHECK(query.size(2) == e && key.size(2) == e && value.size(2) == e,
@@ -64,7 +69,7 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
   at::Tensor q, k, v;  // each [B, H, T, E/H]
   if (query.is_same(key) && key.is_same(value)) {
     // Self-attention: one GEMM against the whole [3E, E] in-projection.
-    auto qkv = at::linear(query, in_proj_weight, in_proj_bias)  // [B, T, 3E]
+    auto qkv = kernels::linear(query, in_proj_weight, in_proj_bias)  // [B, T, 3E]
                    .view({batch, tq, 3, heads, head_dim})
                    .permute({2, 0, 3, 1, 4});  // [3, B, H, T, d]
     q = qkv[0];
@@ -75,16 +80,33 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     std::vector<at::Tensor> b(3);
     if (in_proj_bias.defined()) b = in_proj_bias.chunk(3);
     auto split_heads = [&](const at::Tensor& x, int i) {  // [B, T, E] -> [B, H, T, E/H]
-      return at::linear(x, w[i], b[i]).view({batch, x.size(1), heads, head_dim}).transpose(1, 2);
+      return kernels::linear(x, w[i], b[i])
+          .view({batch, x.size(1), heads, head_dim})
+          .transpose(1, 2);
     };
     q = split_heads(query, 0);
     k = split_heads(key, 1);
     v = split_heads(value, 2);
   }
-  auto [heads_out, weights] = functional::scaled_dot_product_attention(
-      q, k, v, keep, is_training() ? options.dropout() : 0.0);      // [B, H, Tq, d]
+  const double dropout = is_training() ? options.dropout() : 0.0;
+  at::Tensor heads_out, weights;  // [B, H, Tq, d], [B, H, Tq, Tk]
+  if (!need_weights && dropout == 0 && q.scalar_type() == at::kFloat && q.device().is_cpu()) {
+    // The fused kernel over the B x H rows: no [Tq, Tk] weights kept for the backward pass.
+    auto rows = [&](const at::Tensor& x) {
+      return x.reshape({batch * heads, x.size(2), head_dim});
+    };
+    at::Tensor row_mask;
+    if (keep.defined())  // [B|1, 1, Tq|1, Tk] -> [B x H | 1, Tq|1, Tk]
+      row_mask = keep.size(0) == 1 ? keep[0]
+                                   : keep.expand({batch, heads, keep.size(2), tk})
+                                         .reshape({batch * heads, keep.size(2), tk});
+    heads_out = kernels::fused_attention(rows(q), rows(k), rows(v), row_mask)
+                    .view({batch, heads, tq, head_dim});
+  } else {
+    std::tie(heads_out, weights) = functional::scaled_dot_product_attention(q, k, v, keep, dropout);
+  }
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
-  return {out_proj(merged), weights};
+  return {kernels::linear(merged, out_proj->weight, out_proj->bias), weights};
 }
 
 }  // namespace attnkit

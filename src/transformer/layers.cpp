@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "attnkit/core/error.h"
+#include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/masked_softmax.h"
 
 namespace attnkit::transformer {
@@ -37,16 +39,16 @@ LayerNorm norm_for(const LayerOptions& o) {
 
 // The sublayer's output as it joins the residual stream: dropout in training.
 at::Tensor residual_dropout(const at::Tensor& x, const LayerOptions& o, bool training) {
-  return training && o.dropout() > 0 ? at::dropout(x, o.dropout(), /*train=*/true) : x;
+  return kernels::dropout(x, o.dropout(), training);
 }
 
 // The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))).
 at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
                         const LayerOptions& o, bool training) {
-  auto h = linear1(x);
+  auto h = kernels::linear(x, linear1->weight, linear1->bias);
   h = o.activation() == Activation::Gelu ? at::gelu(h) : at::relu(h);
-  if (training && o.ffn_dropout() > 0) h = at::dropout(h, o.ffn_dropout(), /*train=*/true);
-  return linear2(h);
+  h = kernels::dropout(h, o.ffn_dropout(), training);
+  return kernels::linear(h, linear2->weight, linear2->bias);
 }
 
 void check_width(const at::Tensor& x, int64_t d_model, const char* where) {
@@ -77,7 +79,7 @@ at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::T
   check_width(x, options.d_model(), "TransformerEncoderLayer");
   const bool training = is_training();
   auto self_block = [&](const at::Tensor& h) {
-    auto out = self_attn(h, h, h, mask);
+    auto out = self_attn->forward(h, h, h, mask, /*need_weights=*/weights != nullptr);
     if (weights) *weights = out.weights;
     return residual_dropout(out.output, options, training);
   };
@@ -120,12 +122,12 @@ at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::T
   check_width(x, options.d_model(), "TransformerDecoderLayer");
   const bool training = is_training();
   auto self_block = [&](const at::Tensor& h) {
-    auto out = self_attn(h, h, h, self_mask);
+    auto out = self_attn->forward(h, h, h, self_mask, /*need_weights=*/weights != nullptr);
     if (weights) weights->self = out.weights;
     return residual_dropout(out.output, options, training);
   };
   auto cross_block = [&](const at::Tensor& h) {
-    auto out = multihead_attn(h, memory, memory, memory_mask);
+    auto out = multihead_attn->forward(h, memory, memory, memory_mask, weights != nullptr);
     if (weights) weights->cross = out.weights;
     return residual_dropout(out.output, options, training);
   };

@@ -8,6 +8,7 @@
 
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/error.h"
+#include "attnkit/kernels/dropout.h"
 
 namespace attnkit::transformer {
 
@@ -107,7 +108,7 @@ at::Tensor TransformerModelImpl::embed(Embedding& embedding, const at::Tensor& t
                              ? positions_.narrow(0, offset, length)
                              : sinusoidal_positions(offset, length, d);
   auto x = embedding(tokens) * std::sqrt(static_cast<double>(d)) + positions;  // [B, T, D]
-  return is_training() && options.dropout() > 0 ? at::dropout(x, options.dropout(), true) : x;
+  return kernels::dropout(x, options.dropout(), is_training());
 }
 
 Encoded TransformerModelImpl::encode(const at::Tensor& source, const at::Tensor& lengths,

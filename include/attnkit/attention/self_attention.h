@@ -51,8 +51,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // Xavier-uniform projections and zero biases, as torch.nn.MultiheadAttention.
   void reset_parameters();
   // query [B, Tq, E], key/value [B, Tk, E], mask broadcastable to [B, Tq, Tk] (shared by heads).
+  // need_weights = false leaves MultiheadOutput::weights undefined, which lets float32 on the
+  // CPU without attention dropout run kernels::fused_attention (the [Tq, Tk] weights are then
+  // never stored for the backward pass); the reference path is the same math.
   MultiheadOutput forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                          const at::Tensor& mask = {});
+                          const at::Tensor& mask = {}, bool need_weights = true);
 
   MultiheadAttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;

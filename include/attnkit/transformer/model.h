@@ -24,7 +24,9 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, decoder_layers) = 3;
   TORCH_ARG(int64_t, ffn) = 1024;
   TORCH_ARG(double, dropout) = 0.1;
-  TORCH_ARG(double, attention_dropout) = 0.1;
+  // 0 by default, as in fairseq and Marian: training then runs the fused attention kernel, which
+  // keeps no [T, S] weights (MultiheadAttentionImpl::forward).
+  TORCH_ARG(double, attention_dropout) = 0.0;
   TORCH_ARG(double, ffn_dropout) = 0.1;
   TORCH_ARG(Activation, activation) = Activation::Relu;
   TORCH_ARG(bool, norm_first) = true;

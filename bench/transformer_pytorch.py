@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""attnkit's Transformer translation model in PyTorch (Python), for benchmarks.
+
+torch.nn.Transformer (batch_first, pre-norm by default) with the embeddings, sinusoids and tied
+output layer of attnkit's model (scripts/attnkit_reference.py: RefTransformerModel, whose
+parameter names are attnkit's), trained as attnkit trains it (Adam, inverse-square-root warm-up,
+clipping, label smoothing, length-bucketed batches), and decoded incrementally: each decoder
+layer keeps its self-attention keys and values, the source keys and values are computed once per
+sentence and shared by its beams, and the search is attnkit's (greedy, or beam search with length
+normalisation, finished sentences leaving the batch). It reads attnkit's tokens and vocabularies,
+so both sides see the same ids.
+
+    /usr/bin/python3 bench/transformer_pytorch.py train --model-dir DIR --vocab-dir V --train tok.tsv --seconds 120
+    /usr/bin/python3 bench/transformer_pytorch.py translate --model-dir DIR --vocab-dir V --input tok.tsv --beam 5 --batch-size 32
+"""
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from attnkit_reference import RefTransformerModel  # noqa: E402
+from seq2seq_pytorch import PAD, SOS, EOS, batches, detokenize_zh, pad, read_pairs, read_vocab  # noqa: E402
+
+
+def make_model(args, src_vocab, tgt_vocab):
+    model = RefTransformerModel(src_vocab, tgt_vocab, d_model=args.d_model, heads=args.heads,
+                                encoder_layers=args.layers, decoder_layers=args.layers, ffn=args.ffn,
+                                dropout=args.dropout, norm_first=True)
+    for module in model.modules():  # attnkit's default: no dropout on attention weights
+        if isinstance(module, nn.MultiheadAttention):
+            module.dropout = args.attention_dropout
+    return model
+
+
+def train(args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
+    tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
+    pairs = [p for p in read_pairs(args.train, src_ids, tgt_ids) if p[0] and p[1]]
+    model = make_model(args, len(src_tokens), len(tgt_tokens))
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    model.train()
+    tokens = steps = epoch = 0
+    start = time.perf_counter()
+    done = False
+    while not done:
+        for members in batches(pairs, args.batch_size, args.seed, epoch):
+            if time.perf_counter() - start >= args.seconds:
+                done = True
+                break
+            src, lengths = pad([pairs[i][0] for i in members])
+            tgt_in, _ = pad([[SOS] + pairs[i][1] for i in members])
+            tgt_out, _ = pad([pairs[i][1] + [EOS] for i in members])
+            logits = model(src, lengths, tgt_in)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                                   ignore_index=PAD, label_smoothing=args.label_smoothing)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            steps += 1
+            for group in opt.param_groups:  # the inverse-square-root warm-up
+                group["lr"] = args.lr * min(steps / args.warmup, math.sqrt(args.warmup / steps))
+            opt.step()
+            tokens += int((tgt_out != PAD).sum())
+        epoch += 1
+    elapsed = time.perf_counter() - start
+    torch.save(model.state_dict(), f"{args.model_dir}/pytorch_transformer.pt")
+    print(json.dumps({"steps": steps, "seconds": elapsed, "target_tokens_per_s": tokens / elapsed}))
+
+
+class IncrementalDecoder:
+    """The decoder one position at a time over rows = sentences x width, sentence-major."""
+
+    def __init__(self, model, memory, padding):
+        self.model, self.layers = model, model.transformer.decoder.layers
+        self.keep = ~padding  # [A, S]
+        self.width, self.position = 1, 0
+        self.self_kv = [None] * len(self.layers)
+        self.memory_kv = []
+        for layer in self.layers:  # the source keys and values, once per sentence
+            attn, d = layer.multihead_attn, model.d_model
+            kv = F.linear(memory, attn.in_proj_weight[d:], attn.in_proj_bias[d:])
+            A, S = memory.shape[:2]
+            kv = kv.view(A, S, 2, attn.num_heads, d // attn.num_heads).permute(2, 0, 3, 1, 4)
+            self.memory_kv.append((kv[0], kv[1]))  # [A, H, S, dh]
+
+    def step(self, tokens):
+        m, d = self.model, self.model.d_model
+        x = (m.target_embedding(tokens) * math.sqrt(d) + m.positions[self.position]).float()
+        N = x.shape[0]
+        for i, layer in enumerate(self.layers):
+            heads = layer.self_attn.num_heads
+            dh = d // heads
+            h = layer.norm1(x)
+            q, k, v = F.linear(h, layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias) \
+                .view(N, 3, heads, 1, dh).unbind(1)
+            if self.self_kv[i] is not None:
+                k, v = torch.cat([self.self_kv[i][0], k], 2), torch.cat([self.self_kv[i][1], v], 2)
+            self.self_kv[i] = (k, v)
+            w = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), -1)
+            x = x + layer.self_attn.out_proj((w @ v).reshape(N, d))
+            h = layer.norm2(x)
+            attn = layer.multihead_attn
+            A = N // self.width
+            q = F.linear(h, attn.in_proj_weight[:d], attn.in_proj_bias[:d]) \
+                .view(A, self.width, heads, dh).transpose(1, 2)  # [A, H, width, dh]
+            mk, mv = self.memory_kv[i]
+            scores = (q @ mk.transpose(-1, -2)) / math.sqrt(dh)
+            scores = scores.masked_fill(~self.keep[:, None, None, :], float("-inf"))
+            ctx = (torch.softmax(scores, -1) @ mv).transpose(1, 2).reshape(N, d)
+            x = x + attn.out_proj(ctx)
+            x = x + layer.linear2(F.relu(layer.linear1(layer.norm3(x))))
+        self.position += 1
+        x = m.transformer.decoder.norm(x)
+        return F.linear(x, m.target_embedding.weight, m.output_bias)
+
+    def reorder(self, origin, sentences, width):
+        self.self_kv = [(k.index_select(0, origin), v.index_select(0, origin)) for k, v in self.self_kv]
+        if sentences is not None:
+            self.memory_kv = [(k.index_select(0, sentences), v.index_select(0, sentences))
+                              for k, v in self.memory_kv]
+            self.keep = self.keep.index_select(0, sentences)
+        self.width = width
+
+
+@torch.no_grad()
+def search(model, src, lengths, beam, max_ratio=2.0, extra=5):
+    """Greedy (beam 1) or beam search with length normalisation, as attnkit's: sentences leave
+    the batch when they finish. Returns token lists."""
+    memory, padding = model.encode(src, lengths)
+    dec = IncrementalDecoder(model, memory, padding)
+    B = src.size(0)
+    limits = [math.ceil(max_ratio * int(n)) + extra for n in lengths]
+    active = list(range(B))
+    width = 1
+    seqs = [[[]] for _ in range(B)]  # per sentence, per live beam
+    scores = torch.zeros(B, 1)
+    finished = [[] for _ in range(B)]
+    tokens = torch.full((B,), SOS, dtype=torch.long)
+    for t in range(max(limits)):
+        logp = torch.log_softmax(dec.step(tokens), -1)  # [A * width, V]
+        V = logp.size(-1)
+        A = len(active)
+        total = (scores.view(A, width, 1) + logp.view(A, width, V)).view(A, width * V)
+        k = max(1, beam)
+        top, idx = total.topk(min(2 * k, width * V), -1)
+        kept, origin, nxt, new_scores, new_active, new_seqs = [], [], [], [], [], []
+        for a, b in enumerate(active):
+            live, rows, toks, sc, sq = 0, [], [], [], []
+            for c in range(top.size(1)):
+                s = float(top[a, c])
+                if live == k or s == -math.inf:
+                    break
+                origin_beam, tok = divmod(int(idx[a, c]), V)
+                seq = seqs[b][origin_beam] + ([] if tok == EOS else [tok])
+                if tok == EOS or t + 1 >= limits[b]:
+                    finished[b].append((s / (len(seq) + 1), seq))
+                    if beam == 1:
+                        break
+                    continue
+                rows.append(a * width + origin_beam)
+                toks.append(tok)
+                sc.append(s)
+                sq.append(seq)
+                live += 1
+            if len(finished[b]) >= k or live == 0:
+                continue
+            while live < k:  # dead beams pad the sentence to k rows
+                rows.append(a * width)
+                toks.append(PAD)
+                sc.append(-math.inf)
+                sq.append([])
+                live += 1
+            kept.append(a)
+            new_active.append(b)
+            origin += rows
+            nxt += toks
+            new_scores += sc
+            new_seqs.append((b, sq))
+        if not new_active:
+            break
+        for b, sq in new_seqs:
+            seqs[b] = sq
+        left = len(new_active) != A
+        dec.reorder(torch.tensor(origin), torch.tensor(kept) if left else None, k)
+        active, width = new_active, k
+        scores = torch.tensor(new_scores)
+        tokens = torch.tensor(nxt)
+    return [max(f)[1] if f else [] for f in finished]
+
+
+def translate(args):
+    torch.set_num_threads(args.threads)
+    src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
+    tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
+    model = make_model(args, len(src_tokens), len(tgt_tokens))
+    model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_transformer.pt"))
+    model.eval()
+    pairs = read_pairs(args.input, src_ids, tgt_ids)
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
+    results = [None] * len(pairs)
+
+    def translate_batch(members):
+        src, lengths = pad([pairs[i][0] or [1] for i in members])
+        for i, out in zip(members, search(model, src, lengths, args.beam)):
+            results[i] = detokenize_zh([tgt_tokens[t] for t in out])
+
+    batches_ = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
+    start = time.perf_counter()
+    if args.parallel_batches > 1:  # PyTorch's ops release the GIL, so Python threads overlap
+        with concurrent.futures.ThreadPoolExecutor(args.parallel_batches) as pool:
+            list(pool.map(translate_batch, batches_))
+    else:
+        for members in batches_:
+            translate_batch(members)
+    elapsed = time.perf_counter() - start
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write("\n".join(results) + "\n")
+    print(json.dumps({"sentences": len(pairs), "seconds": elapsed, "sentences_per_s": len(pairs) / elapsed}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["train", "translate"])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--vocab-dir", required=True, help="an attnkit model dir with source/target.vocab")
+    ap.add_argument("--train")
+    ap.add_argument("--input")
+    ap.add_argument("--output")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--attention-dropout", type=float, default=0.0)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--beam", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--parallel-batches", type=int, default=1,
+                    help="translate this many batches at once on Python threads, each with one "
+                         "thread for PyTorch and OpenBLAS (as attnkit's --parallel-batches)")
+    ap.add_argument("--thread-policy", choices=["intra-op", "blas"], default="blas",
+                    help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
+                         "OpenBLAS (PyTorch ops at 1)")
+    args = ap.parse_args()
+    # OpenMP and OpenBLAS both busy-wait; only one of them may have more than one thread.
+    import ctypes
+    blas = ctypes.CDLL("libblas.so.3")
+    if args.parallel_batches > 1:
+        blas.openblas_set_num_threads(1)
+        args.threads = 1
+    elif args.thread_policy == "blas":
+        blas.openblas_set_num_threads(args.threads)
+        args.threads = 1
+    else:
+        blas.openblas_set_num_threads(1)
+    train(args) if args.command == "train" else translate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
