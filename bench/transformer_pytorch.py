@@ -205,7 +205,8 @@ def translate(args):
     src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
     tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
     model = make_model(args, len(src_tokens), len(tgt_tokens))
-    model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_transformer.pt"))
+    # --weights: attnkit's own weights (`attnkit export`), so both sides decode the same model.
+    model.load_state_dict(torch.load(args.weights or f"{args.model_dir}/pytorch_transformer.pt"))
     model.eval()
     pairs = read_pairs(args.input, src_ids, tgt_ids)
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
@@ -237,6 +238,8 @@ def main():
     ap.add_argument("--vocab-dir", required=True, help="an attnkit model dir with source/target.vocab")
     ap.add_argument("--train")
     ap.add_argument("--input")
+    ap.add_argument("--weights", help="translate: a state_dict to load instead of the trained one "
+                                      "(attnkit export's, whose names are this model's)")
     ap.add_argument("--output")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--threads", type=int, default=1)

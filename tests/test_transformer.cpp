@@ -136,11 +136,14 @@ TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
   at::NoGradGuard no_grad;
   const auto encoded = model->encode(source, lengths);
   const auto full = model->project(model->decode(target, encoded));  // [B, T, V]
-  auto state = model->start(encoded);
+  auto state = model->start(encoded);  // on packed weights (kernels/packed_linear.h)
+  auto reference = model->start(encoded, /*packed=*/false);
+  ASSERT_TRUE(state.packed && !reference.packed);
   for (int64_t t = 0; t < target.size(1); ++t) {
     at::Tensor attention;
     const auto logits = model->step(target.select(1, t), state, &attention);
     EXPECT_TRUE(close(logits, full.select(1, t))) << "position " << t;
+    EXPECT_TRUE(close(model->step(target.select(1, t), reference), logits)) << "position " << t;
     // Attention rows are distributions over the real source tokens only.
     EXPECT_TRUE(close(attention.sum(1), at::ones({3})));
     EXPECT_EQ(attention[1].narrow(0, 2, 4).abs().max().item<float>(), 0.0f);

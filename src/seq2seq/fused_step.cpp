@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include "../core/derived_weights.h"
+
 namespace attnkit::seq2seq {
 namespace {
 
@@ -35,30 +37,11 @@ kernels::DecoderStepWeights step_weights(const Decoder& d) {
 }
 
 // The packed weights, kept per decoder across searches and threads, and rebuilt when training
-// or loading changes any of its parameters (each parameter's buffer and version are the key).
+// or loading changes any of its parameters.
 std::shared_ptr<const kernels::PackedDecoderWeights> packed_weights(const Decoder& d) {
-  struct Entry {
-    std::weak_ptr<DecoderImpl> decoder;
-    std::vector<std::pair<const void*, uint32_t>> weights;
-    std::shared_ptr<const kernels::PackedDecoderWeights> packed;
-  };
-  static std::mutex mutex;
-  static std::vector<Entry> cache;
-  Entry current{d.ptr(), {}, nullptr};
-  for (const auto& p : d->parameters()) current.weights.emplace_back(p.data_ptr(), p._version());
-  std::lock_guard<std::mutex> lock(mutex);
-  cache.erase(std::remove_if(cache.begin(), cache.end(),
-                             [](const Entry& e) { return e.decoder.expired(); }),
-              cache.end());
-  auto it = std::find_if(cache.begin(), cache.end(),
-                         [&](const Entry& e) { return e.decoder.lock() == d.ptr(); });
-  if (it != cache.end() && it->weights == current.weights) return it->packed;
-  current.packed = std::make_shared<const kernels::PackedDecoderWeights>(step_weights(d));
-  if (it != cache.end())
-    *it = current;  // the weights changed: this decoder's one entry is replaced
-  else
-    cache.push_back(current);
-  return current.packed;
+  return derived_weights<kernels::PackedDecoderWeights>(d.ptr(), [&] {
+    return std::make_shared<const kernels::PackedDecoderWeights>(step_weights(d));
+  });
 }
 
 const Decoder& checked(const Decoder& d) {

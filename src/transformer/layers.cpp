@@ -150,18 +150,20 @@ void TransformerDecoderLayerImpl::project_memory(const at::Tensor& memory, Layer
   auto& attn = *multihead_attn;
   auto w = attn.in_proj_weight.narrow(0, d, 2 * d);  // [W_k; W_v]: one product for both
   auto b = attn.in_proj_bias.defined() ? attn.in_proj_bias.narrow(0, d, 2 * d) : at::Tensor();
-  auto kv = at::linear(memory, w, b)  // [A, S, 2D]
+  auto kv = kernels::linear(memory, w, b)  // [A, S, 2D]
                 .view({memory.size(0), memory.size(1), 2, heads, d / heads})
                 .permute({2, 0, 3, 1, 4});  // [2, A, H, S, d]
   cache.memory_keys = kv[0].contiguous();
   cache.memory_values = kv[1].contiguous();
 }
 
-at::Tensor TransformerDecoderLayerImpl::self_attention_step(const at::Tensor& x,
-                                                            LayerCache& cache) {
+at::Tensor TransformerDecoderLayerImpl::self_attention_step(const at::Tensor& x, LayerCache& cache,
+                                                            const PackedDecoderLayer* packed) {
   const int64_t n = x.size(0), d = options.d_model(), heads = options.nhead();
   auto& attn = *self_attn;
-  auto qkv = at::linear(x, attn.in_proj_weight, attn.in_proj_bias).view({n, 3, heads, d / heads});
+  auto qkv =
+      (packed ? packed->self_qkv(x) : kernels::linear(x, attn.in_proj_weight, attn.in_proj_bias))
+          .view({n, 3, heads, d / heads});
   auto q = qkv.select(1, 0).unsqueeze(2);  // [N, H, 1, d]
   auto k = qkv.select(1, 1).unsqueeze(2), v = qkv.select(1, 2).unsqueeze(2);
   cache.self_keys = cache.self_keys.defined() ? at::cat({cache.self_keys, k}, 2) : k.contiguous();
@@ -171,21 +173,25 @@ at::Tensor TransformerDecoderLayerImpl::self_attention_step(const at::Tensor& x,
   auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(d / heads))),
                            cache.self_keys.transpose(-2, -1));            // [N, H, 1, t]
   auto context = at::matmul(at::softmax(scores, -1), cache.self_values);  // [N, H, 1, d]
-  return attn.out_proj->forward(context.view({n, d}));
+  const auto merged = context.view({n, d});
+  return packed ? packed->self_out(merged)
+                : kernels::linear(merged, attn.out_proj->weight, attn.out_proj->bias);
 }
 
 at::Tensor TransformerDecoderLayerImpl::cross_attention_step(const at::Tensor& x,
                                                              const LayerCache& cache,
                                                              const at::Tensor& memory_mask,
-                                                             int64_t width, at::Tensor* weights) {
+                                                             int64_t width, at::Tensor* weights,
+                                                             const PackedDecoderLayer* packed) {
   const int64_t n = x.size(0), d = options.d_model(), heads = options.nhead();
   const int64_t sentences = n / width, s = cache.memory_keys.size(2);
   auto& attn = *multihead_attn;
   auto b = attn.in_proj_bias.defined() ? attn.in_proj_bias.narrow(0, 0, d) : at::Tensor();
   // A sentence's beams are extra query rows against its one copy of the keys and values.
-  auto q = at::linear(x, attn.in_proj_weight.narrow(0, 0, d), b)
-               .view({sentences, width, heads, d / heads})
-               .permute({0, 2, 1, 3});  // [A, H, width, d]
+  auto q =
+      (packed ? packed->cross_q(x) : kernels::linear(x, attn.in_proj_weight.narrow(0, 0, d), b))
+          .view({sentences, width, heads, d / heads})
+          .permute({0, 2, 1, 3});  // [A, H, width, d]
   auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(d / heads))),
                            cache.memory_keys.transpose(-2, -1));  // [A, H, width, S]
   auto w = kernels::masked_softmax(scores, memory_mask.view({sentences, 1, 1, s}));
@@ -193,26 +199,54 @@ at::Tensor TransformerDecoderLayerImpl::cross_attention_step(const at::Tensor& x
                      .permute({0, 2, 1, 3})
                      .reshape({n, d});
   if (weights) *weights = w.permute({0, 2, 1, 3}).reshape({n, heads, s});
-  return attn.out_proj->forward(context);
+  return packed ? packed->cross_out(context)
+                : kernels::linear(context, attn.out_proj->weight, attn.out_proj->bias);
+}
+
+PackedDecoderLayer TransformerDecoderLayerImpl::pack() {
+  const int64_t d = options.d_model();
+  auto rows = [](const at::Tensor& b, int64_t first, int64_t count) {
+    return b.defined() ? b.narrow(0, first, count) : at::Tensor();
+  };
+  auto& s = *self_attn;
+  auto& c = *multihead_attn;
+  PackedDecoderLayer p;
+  p.self_qkv = kernels::PackedLinear(s.in_proj_weight, s.in_proj_bias);
+  p.self_out = kernels::PackedLinear(s.out_proj->weight, s.out_proj->bias);
+  p.cross_q = kernels::PackedLinear(c.in_proj_weight.narrow(0, 0, d), rows(c.in_proj_bias, 0, d));
+  p.cross_kv =
+      kernels::PackedLinear(c.in_proj_weight.narrow(0, d, 2 * d), rows(c.in_proj_bias, d, 2 * d));
+  p.cross_out = kernels::PackedLinear(c.out_proj->weight, c.out_proj->bias);
+  p.linear1 = kernels::PackedLinear(linear1->weight, linear1->bias);
+  p.linear2 = kernels::PackedLinear(linear2->weight, linear2->bias);
+  return p;
 }
 
 at::Tensor TransformerDecoderLayerImpl::step(const at::Tensor& x, LayerCache& cache,
                                              const at::Tensor& memory_mask, int64_t width,
-                                             at::Tensor* cross_weights) {
+                                             at::Tensor* cross_weights,
+                                             const PackedDecoderLayer* packed) {
   TORCH_CHECK(!is_training(),
               "TransformerDecoderLayer::step: incremental decoding is for eval "
               "mode (dropout off)");
   check_width(x, options.d_model(), "TransformerDecoderLayer::step");
   auto ff = [&](const at::Tensor& h) {
-    return feed_forward(h, linear1, linear2, options, /*training=*/false);
+    if (!packed) return feed_forward(h, linear1, linear2, options, /*training=*/false);
+    auto inner = packed->linear1(h);
+    return packed->linear2(options.activation() == Activation::Gelu ? at::gelu(inner)
+                                                                    : at::relu_(inner));
+  };
+  auto self = [&](const at::Tensor& h) { return self_attention_step(h, cache, packed); };
+  auto cross = [&](const at::Tensor& h) {
+    return cross_attention_step(h, cache, memory_mask, width, cross_weights, packed);
   };
   if (options.norm_first()) {
-    auto h = x + self_attention_step(norm1(x), cache);
-    h = h + cross_attention_step(norm2(h), cache, memory_mask, width, cross_weights);
+    auto h = x + self(norm1(x));
+    h = h + cross(norm2(h));
     return h + ff(norm3(h));
   }
-  auto h = norm1(x + self_attention_step(x, cache));
-  h = norm2(h + cross_attention_step(h, cache, memory_mask, width, cross_weights));
+  auto h = norm1(x + self(x));
+  h = norm2(h + cross(h));
   return norm3(h + ff(h));
 }
 
@@ -262,11 +296,13 @@ at::Tensor TransformerDecoderImpl::forward(const at::Tensor& x, const at::Tensor
 
 at::Tensor TransformerDecoderImpl::step(const at::Tensor& x, std::vector<LayerCache>& caches,
                                         const at::Tensor& memory_mask, int64_t width,
-                                        std::vector<at::Tensor>* cross_weights) {
+                                        std::vector<at::Tensor>* cross_weights,
+                                        const std::vector<PackedDecoderLayer>& packed) {
   auto h = x;
   for (size_t i = 0; i < layers->size(); ++i) {
     at::Tensor w;
-    h = layer(i).step(h, caches[i], memory_mask, width, cross_weights ? &w : nullptr);
+    h = layer(i).step(h, caches[i], memory_mask, width, cross_weights ? &w : nullptr,
+                      packed.empty() ? nullptr : &packed[i]);
     if (cross_weights) cross_weights->push_back(std::move(w));
   }
   return norm(h);

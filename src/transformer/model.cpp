@@ -6,9 +6,11 @@
 
 #include <cmath>
 
+#include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/linear.h"
 
 namespace attnkit::transformer {
 
@@ -16,6 +18,7 @@ using torch::nn::Embedding;
 using torch::nn::EmbeddingOptions;
 
 namespace {
+const std::vector<PackedDecoderLayer> kNoPacking;
 // Positions up to this length come from a table made once; longer ones are computed when asked.
 constexpr int64_t kPositionTable = 1024;
 }  // namespace
@@ -143,11 +146,21 @@ at::Tensor TransformerModelImpl::decode(const at::Tensor& target_in, const Encod
 }
 
 at::Tensor TransformerModelImpl::project(const at::Tensor& features) {
-  return at::linear(features, output_weight(), output_bias_);
+  return kernels::linear(features, output_weight(), output_bias_);
 }
 
-DecodingState TransformerModelImpl::start(const Encoded& encoded) {
+DecodingState TransformerModelImpl::start(const Encoded& encoded, bool packed) {
   DecodingState state;
+  if (packed && output_weight().scalar_type() == at::kFloat) {
+    auto self = std::dynamic_pointer_cast<TransformerModelImpl>(shared_from_this());
+    state.packed = derived_weights<PackedDecoding>(self, [&] {
+      auto p = std::make_shared<PackedDecoding>();
+      for (int64_t i = 0; i < options.decoder_layers(); ++i)
+        p->layers.push_back(transformer->decoder->layer(i).pack());
+      p->output = kernels::PackedLinear(output_weight(), output_bias_);
+      return std::shared_ptr<const PackedDecoding>(std::move(p));
+    });
+  }
   state.memory_mask = encoded.mask;
   state.layers.resize(options.decoder_layers());
   for (int64_t i = 0; i < options.decoder_layers(); ++i)
@@ -160,10 +173,11 @@ at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& s
   auto x = embed(target_embedding, tokens.view({-1, 1}), state.position).squeeze(1);  // [N, D]
   std::vector<at::Tensor> cross;
   auto h = transformer->decoder->step(x, state.layers, state.memory_mask, state.width,
-                                      attention ? &cross : nullptr);
+                                      attention ? &cross : nullptr,
+                                      state.packed ? state.packed->layers : kNoPacking);
   if (attention) *attention = cross.back().mean(1);  // [N, S]
   ++state.position;
-  return project(h);
+  return state.packed ? state.packed->output(h) : project(h);
 }
 
 }  // namespace attnkit::transformer

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnkit/attention/self_attention.h"
+#include "attnkit/kernels/packed_linear.h"
 
 // The notes' last section taken where the field went next: self-attention (Q = K = V, projected
 // and split into heads) as the building block of the Transformer (Vaswani et al. 2017). The layers
@@ -62,6 +63,11 @@ class TransformerEncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerEncoderLayer);
 
+// A decoder layer's weights packed once for incremental decoding (kernels/packed_linear.h).
+struct PackedDecoderLayer {
+  kernels::PackedLinear self_qkv, self_out, cross_q, cross_kv, cross_out, linear1, linear2;
+};
+
 // Incremental decoding's memory of one decoder layer.
 struct LayerCache {
   // Self-attention keys and values of the steps so far: [N, H, t, d], one row per hypothesis.
@@ -84,9 +90,13 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   void project_memory(const at::Tensor& memory, LayerCache& cache);
   // One step for N = A x width rows, sentence-major: x [N, D] is each row's newest position;
   // its self-attention key and value join the cache. memory_mask [A, S] (bool, true = real).
-  // `cross_weights`, if given, receives [N, H, S].
+  // `cross_weights`, if given, receives [N, H, S]. `packed` (from pack()): the products on
+  // weights packed once; null: kernels::linear, the reference.
   at::Tensor step(const at::Tensor& x, LayerCache& cache, const at::Tensor& memory_mask,
-                  int64_t width, at::Tensor* cross_weights = nullptr);
+                  int64_t width, at::Tensor* cross_weights = nullptr,
+                  const PackedDecoderLayer* packed = nullptr);
+  // This layer's weights packed for step(); views them, so they must not change meanwhile.
+  PackedDecoderLayer pack();
 
   LayerOptions options;
   MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
@@ -94,10 +104,11 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
 
  private:
-  at::Tensor self_attention_step(const at::Tensor& x, LayerCache& cache);
+  at::Tensor self_attention_step(const at::Tensor& x, LayerCache& cache,
+                                 const PackedDecoderLayer* packed);
   at::Tensor cross_attention_step(const at::Tensor& x, const LayerCache& cache,
-                                  const at::Tensor& memory_mask, int64_t width,
-                                  at::Tensor* weights);
+                                  const at::Tensor& memory_mask, int64_t width, at::Tensor* weights,
+                                  const PackedDecoderLayer* packed);
 };
 TORCH_MODULE(TransformerDecoderLayer);
 
@@ -119,10 +130,12 @@ class TransformerDecoderImpl : public torch::nn::Module {
   TransformerDecoderImpl(const LayerOptions& options, int64_t num_layers);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& memory, const at::Tensor& self_mask,
                      const at::Tensor& memory_mask, std::vector<LayerAttention>* weights = nullptr);
-  // One incremental step through every layer (caches: one per layer) and the final norm.
+  // One incremental step through every layer (caches: one per layer) and the final norm;
+  // `packed`: one per layer, or empty for the reference products.
   at::Tensor step(const at::Tensor& x, std::vector<LayerCache>& caches,
                   const at::Tensor& memory_mask, int64_t width,
-                  std::vector<at::Tensor>* cross_weights = nullptr);
+                  std::vector<at::Tensor>* cross_weights = nullptr,
+                  const std::vector<PackedDecoderLayer>& packed = {});
   TransformerDecoderLayerImpl& layer(size_t i);
   torch::nn::ModuleList layers{nullptr};
   torch::nn::LayerNorm norm{nullptr};

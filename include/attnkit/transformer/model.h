@@ -4,6 +4,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <vector>
 
 #include "attnkit/transformer/layers.h"
@@ -52,12 +53,20 @@ struct AttentionMaps {
   std::vector<at::Tensor> encoder_self, decoder_self, cross;
 };
 
+// The decoder's weights packed once for incremental decoding: kept per model across searches and
+// threads, rebuilt when training or loading changes a parameter.
+struct PackedDecoding {
+  std::vector<PackedDecoderLayer> layers;
+  kernels::PackedLinear output;
+};
+
 // Incremental decoding's state for N = sentences x width rows, sentence-major.
 struct DecodingState {
   std::vector<LayerCache> layers;
-  at::Tensor memory_mask;  // [A, S]
-  int64_t width = 1;       // rows per sentence
-  int64_t position = 0;    // the next target position
+  std::shared_ptr<const PackedDecoding> packed;  // null: the reference products
+  at::Tensor memory_mask;                        // [A, S]
+  int64_t width = 1;                             // rows per sentence
+  int64_t position = 0;                          // the next target position
   // Rows continue rows `origin` of the previous step; `sentences` (undefined: all, in order) are
   // the sentences that remain, as indices into the previous ones; each then has `width` rows.
   // The source caches move only with `sentences`: beams share them.
@@ -85,7 +94,8 @@ class TransformerModelImpl : public torch::nn::Module {
   const at::Tensor& output_bias() const { return output_bias_; }
 
   // ---- incremental decoding (eval mode) ----
-  DecodingState start(const Encoded& encoded);
+  // packed = false: the reference products (kernels::linear) instead of packed weights.
+  DecodingState start(const Encoded& encoded, bool packed = true);
   // tokens [N] -> logits [N, V]; `attention` receives the cross-attention averaged over the
   // heads of the last layer, [N, S] (what the search keeps for replacing <unk> and pictures).
   at::Tensor step(const at::Tensor& tokens, DecodingState& state, at::Tensor* attention = nullptr);

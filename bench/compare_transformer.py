@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""attnkit's Transformer against the same model in PyTorch (Python), side by side in one run.
+
+Same corpus (the zh_CN gettext catalogs, as `make demo` builds it), tokens, vocabularies, sizes
+(3+3 layers, d_model 256, 4 heads, FFN 1024, pre-norm, tied output), training recipe and threads
+on both sides; PyTorch is bench/transformer_pytorch.py (torch.nn.Transformer, decoding with cached
+keys and values, the same search). Measures:
+  - training: target tokens per second, the best of ROUNDS runs of --seconds per side, alternating;
+    model FLOPs utilisation against the machine's best SGEMM at the same threads;
+  - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32, each side's
+    best of one batch at a time and --threads batches at once;
+  - BLEU (sacreBLEU zh tokenizer) of each side's beam-5 test translations after its first run.
+
+    /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown docs/TRANSFORMER_BENCHMARKS.md
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_seq2seq import run  # noqa: E402
+from performance import gemm_gflops  # noqa: E402
+
+ROUNDS = 2
+SPEED_SENTENCES = 1000
+
+
+def flops_per_target_token(tokens_file, m):
+    """Model FLOPs (2 per multiply-add, backward = 2x forward) per target token of training, from
+    the corpus's mean lengths: the projections, feed-forward blocks, attention products and the
+    output layer. Padding is not model work."""
+    src = tgt = pairs = 0
+    with open(tokens_file, encoding="utf-8") as f:
+        for line in f:
+            s, t = line.rstrip("\n").split("\t")[:2]
+            src, tgt, pairs = src + len(s.split()), tgt + len(t.split()) + 1, pairs + 1
+    S, T = src / pairs, tgt / pairs
+    d, f, L, V = m["d_model"], m["ffn"], m["encoder_layers"], m["target_vocab"]
+    encoder = S * L * (2 * 4 * d * d + 2 * 2 * d * f + 2 * 2 * S * d)
+    decoder = L * (T * (2 * 4 * d * d + 2 * 2 * d * d + 2 * 2 * d * f + 2 * 2 * T * d + 2 * 2 * S * d)
+                   + S * 2 * 2 * d * d)
+    output = T * 2 * d * V
+    return 3 * (encoder + decoder + output) / T
+
+
+def measure(build_dir, out, seconds, threads):
+    attnkit = os.path.join(build_dir, "attnkit")
+    os.makedirs(out, exist_ok=True)
+    T = ["--threads", str(threads)]
+    corpus, data = os.path.join(out, "corpus.tsv"), os.path.join(out, "data")
+    if subprocess.run([attnkit, "corpus", "gettext", "--lang", "zh_CN", "--out", corpus],
+                      capture_output=True).returncode != 0:
+        shutil.copy(os.path.join(HERE, "..", "data", "en-zh_CN.sample.tsv"), corpus)
+    run([attnkit, "corpus", "prepare", corpus, "--out-dir", data, "--max-len", "12",
+         "--source-tokenizer", "en-lower", "--target-tokenizer", "zh", "--valid", "0.03", "--test", "0.03"])
+    tokenize = ["--source-tokenizer", "en-lower", "--target-tokenizer", "zh"]
+    tok_train, tok_test = os.path.join(out, "train.tok"), os.path.join(out, "test.tok")
+    run([attnkit, "corpus", "tokenize", os.path.join(data, "train.tsv"), "--out", tok_train, *tokenize])
+    run([attnkit, "corpus", "tokenize", os.path.join(data, "test.tsv"), "--out", tok_test, *tokenize])
+    with open(os.path.join(data, "test.tsv"), encoding="utf-8") as f:
+        test = [line.split("\t")[:2] for line in f.read().splitlines()]
+    sources, refs = os.path.join(out, "test.src"), os.path.join(out, "test.ref")
+    with open(sources, "w", encoding="utf-8") as s, open(refs, "w", encoding="utf-8") as r:
+        for src, ref in test:
+            s.write(src + "\n")
+            r.write(ref + "\n")
+
+    model = os.path.join(out, "attnkit_model")
+
+    def ak_train(model_dir):
+        shutil.rmtree(model_dir, ignore_errors=True)
+        p = run([attnkit, *T, "train", "--arch", "transformer", "--train", os.path.join(data, "train.tsv"),
+                 "--model-dir", model_dir, *tokenize, "--min-freq", "2", "--time-limit", str(seconds),
+                 "--epochs", "1000", "--quiet"])
+        return float(re.search(r"(\d+) target tokens/s", p.stdout).group(1))
+
+    py = [sys.executable, os.path.join(HERE, "transformer_pytorch.py")]
+
+    def pt_train(model_dir):
+        r = json.loads(run(py + ["train", "--model-dir", model_dir, "--vocab-dir", model, "--train", tok_train,
+                                 "--seconds", str(seconds), "--threads", str(threads)]).stdout)
+        return r["target_tokens_per_s"]
+
+    scratch = os.path.join(out, "speed_runs")
+    os.makedirs(scratch, exist_ok=True)
+    train = [ak_train(model), pt_train(out)]  # the models the rest measures
+    for _ in range(ROUNDS - 1):
+        train = [max(train[0], ak_train(os.path.join(scratch, "attnkit_model"))), max(train[1], pt_train(scratch))]
+
+    copies = max(1, -(-SPEED_SENTENCES // len(test)))
+    speed_src, speed_tok = os.path.join(out, "speed.src"), os.path.join(out, "speed.tok")
+    for single, repeated in [(sources, speed_src), (tok_test, speed_tok)]:
+        with open(single, encoding="utf-8") as f:
+            text = f.read()
+        with open(repeated, "w", encoding="utf-8") as f:
+            f.write(text * copies)
+
+    def ak_translate(beam, batch, parallel, inp=speed_src, hyp=None):
+        p = run([attnkit, *T, "translate", "--model", model, "--input", inp,
+                 "--output", hyp or os.path.join(out, "attnkit_speed.txt"), "--beam", str(beam),
+                 "--batch-size", str(batch), "--timing", "--parallel-batches", str(threads if parallel else 1)])
+        return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1))
+
+    def pt_translate(beam, batch, parallel, inp=speed_tok, hyp=None):
+        policies = [["--parallel-batches", str(threads)]] if parallel else \
+            [["--thread-policy", "blas"], ["--thread-policy", "intra-op"]]
+        return max(json.loads(run(py + ["translate", "--model-dir", out, "--vocab-dir", model, "--input", inp,
+                                        "--output", hyp or os.path.join(out, "pytorch_speed.txt"),
+                                        "--beam", str(beam), "--batch-size", str(batch),
+                                        "--threads", str(threads), *policy]).stdout)["sentences_per_s"]
+                   for policy in policies)
+
+    settings = {"greedy, batch 1": (1, 1), "beam 5, batch 32": (5, 32)}
+    speeds = {key: [0.0, 0.0] for key in settings}
+    for _ in range(ROUNDS):
+        for key, (beam, batch) in settings.items():
+            for parallel in (False, True):
+                speeds[key][0] = max(speeds[key][0], ak_translate(beam, batch, parallel))
+                speeds[key][1] = max(speeds[key][1], pt_translate(beam, batch, parallel))
+    ak_hyp, pt_hyp = os.path.join(out, "attnkit_b5.txt"), os.path.join(out, "pytorch_b5.txt")
+    ak_translate(5, 32, True, sources, ak_hyp)
+    pt_translate(5, 32, False, tok_test, pt_hyp)
+
+    def bleu(hyp):
+        p = run([attnkit, "bleu", "--ref", refs, "--hyp", hyp, "--tokenize", "zh"])
+        return float(re.search(r"BLEU = ([\d.]+)", p.stdout).group(1))
+
+    with open(os.path.join(model, "config.json")) as f:
+        config = json.load(f)["model"]
+    flops = flops_per_target_token(tok_train, config)
+    peak = max(gemm_gflops(build_dir, threads, "Sgemm"), gemm_gflops(build_dir, threads, "PackedGemm"))
+    rows = [("training, target tokens/s", *train)]
+    rows += [(f"translation, {key}, sentences/s", *speeds[key]) for key in settings]
+    rows.append((f"test BLEU (zh), beam 5, after {seconds:.0f} s of training", bleu(ak_hyp), bleu(pt_hyp)))
+    lines = [f"Transformer (3+3 layers, d_model {config['d_model']}, {config['heads']} heads, FFN {config['ffn']}, "
+             f"pre-norm, tied output, batch 64), English -> zh_CN gettext corpus ({len(test)} test sentences), "
+             f"{threads} thread(s), same tokens and vocabularies. Training: the best of {ROUNDS} runs of "
+             f"{seconds:.0f} s per side, alternating. Translation: the test sentences repeated {copies} times, "
+             f"each side's best of one batch at a time and {threads} at once, {ROUNDS} alternating rounds.", "",
+             "| measure | attnkit | PyTorch (Python) | attnkit / PyTorch |", "|---|---:|---:|---:|"]
+    for name, a, b in rows:
+        lines.append(f"| {name} | {a:.1f} | {b:.1f} | {a / b if b else float('nan'):.2f}x |")
+    mfu = [tps * flops / 1e9 / peak for tps in train]
+    lines += ["", f"Training model FLOPs: {flops / 1e6:.1f} MFLOP per target token; the machine's best SGEMM at "
+              f"{threads} thread(s): {peak:.0f} GFLOP/s. Model FLOPs utilisation: attnkit {100 * mfu[0]:.0f} %, "
+              f"PyTorch {100 * mfu[1]:.0f} %."]
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--out", default="out/bench-transformer")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--markdown")
+    args = ap.parse_args()
+    lines = measure(args.build_dir, args.out, args.seconds, args.threads)
+    print("\n".join(lines))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("# Transformer: attnkit against PyTorch\n\nGenerated by `bench/compare_transformer.py`.\n\n"
+                    + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

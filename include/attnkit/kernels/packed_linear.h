@@ -1,0 +1,35 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+// A linear layer's weight packed once for the inference products that reuse it at every step (a
+// decoder's projections and its output layer): y = x W^T + b in float32.
+//
+// Why it exists: kernels::linear packs the weight on every call, and at a decoding step of a
+// beam search (160 rows of 256 against the 2767 x 256 output layer) that packing cost as much as
+// the product (26 % against 30 % of a Transformer's beam search in the profile). Packed once per
+// set of weights, a step only streams it. Below blas::kGemvRows rows each row is one GEMV, as
+// BLAS does few rows best. The products are src/kernels/packed_gemm.h's, so every output element
+// is one sum in ascending k whatever the rows or threads; kernels::linear is the reference
+// (tests/test_transformer.cpp holds the packed decoding step to the composite one).
+namespace attnkit::kernels {
+
+class PackedLinear {
+ public:
+  PackedLinear() = default;
+  // weight [out, in] float32 (rows may be strided, as a narrow() of a wider weight gives), bias
+  // [out] or undefined. Views the weight: it must outlive this and stay unchanged.
+  PackedLinear(const at::Tensor& weight, const at::Tensor& bias);
+  // x [..., in] float32 -> [..., out]; no autograd.
+  at::Tensor operator()(const at::Tensor& x) const;
+  bool defined() const { return impl_ != nullptr; }
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace attnkit::kernels
