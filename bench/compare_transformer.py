@@ -8,7 +8,8 @@ keys and values, the same search). Measures:
   - training: target tokens per second, the best of ROUNDS runs of --seconds per side, alternating;
     model FLOPs utilisation against the machine's best SGEMM at the same threads;
   - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32, each side's
-    best of one batch at a time and --threads batches at once;
+    best of one batch at a time and --threads batches at once, both sides decoding attnkit's
+    trained weights (`attnkit export`; the names are the same), so that they do the same work;
   - BLEU (sacreBLEU zh tokenizer) of each side's beam-5 test translations after its first run.
 
     /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown docs/TRANSFORMER_BENCHMARKS.md
@@ -106,10 +107,14 @@ def measure(build_dir, out, seconds, threads):
                  "--batch-size", str(batch), "--timing", "--parallel-batches", str(threads if parallel else 1)])
         return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1))
 
-    def pt_translate(beam, batch, parallel, inp=speed_tok, hyp=None):
+    weights = os.path.join(out, "attnkit_weights.pt")
+    run([attnkit, "export", "--model", model, "--out", weights])
+
+    def pt_translate(beam, batch, parallel, inp=speed_tok, hyp=None, own=False):
         policies = [["--parallel-batches", str(threads)]] if parallel else \
             [["--thread-policy", "blas"], ["--thread-policy", "intra-op"]]
-        return max(json.loads(run(py + ["translate", "--model-dir", out, "--vocab-dir", model, "--input", inp,
+        mine = [] if own else ["--weights", weights]
+        return max(json.loads(run(py + ["translate", "--model-dir", out, "--vocab-dir", model, "--input", inp, *mine,
                                         "--output", hyp or os.path.join(out, "pytorch_speed.txt"),
                                         "--beam", str(beam), "--batch-size", str(batch),
                                         "--threads", str(threads), *policy]).stdout)["sentences_per_s"]
@@ -124,7 +129,7 @@ def measure(build_dir, out, seconds, threads):
                 speeds[key][1] = max(speeds[key][1], pt_translate(beam, batch, parallel))
     ak_hyp, pt_hyp = os.path.join(out, "attnkit_b5.txt"), os.path.join(out, "pytorch_b5.txt")
     ak_translate(5, 32, True, sources, ak_hyp)
-    pt_translate(5, 32, False, tok_test, pt_hyp)
+    pt_translate(5, 32, False, tok_test, pt_hyp, own=True)  # PyTorch's own trained weights
 
     def bleu(hyp):
         p = run([attnkit, "bleu", "--ref", refs, "--hyp", hyp, "--tokenize", "zh"])
@@ -141,7 +146,8 @@ def measure(build_dir, out, seconds, threads):
              f"pre-norm, tied output, batch 64), English -> zh_CN gettext corpus ({len(test)} test sentences), "
              f"{threads} thread(s), same tokens and vocabularies. Training: the best of {ROUNDS} runs of "
              f"{seconds:.0f} s per side, alternating. Translation: the test sentences repeated {copies} times, "
-             f"each side's best of one batch at a time and {threads} at once, {ROUNDS} alternating rounds.", "",
+             f"each side's best of one batch at a time and {threads} at once, {ROUNDS} alternating rounds, "
+             f"both sides decoding attnkit's trained weights. BLEU: each side's own model.", "",
              "| measure | attnkit | PyTorch (Python) | attnkit / PyTorch |", "|---|---:|---:|---:|"]
     for name, a, b in rows:
         lines.append(f"| {name} | {a:.1f} | {b:.1f} | {a / b if b else float('nan'):.2f}x |")
