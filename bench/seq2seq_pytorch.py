@@ -247,6 +247,21 @@ def translate(args):
     print(json.dumps({"sentences": len(pairs), "seconds": elapsed, "sentences_per_s": len(pairs) / elapsed}))
 
 
+def apply_thread_policy(args):
+    """Gives the threads to OpenBLAS or to PyTorch's intra-op pool (args.threads is then what
+    PyTorch gets): OpenMP and OpenBLAS both busy-wait, so only one may have more than one."""
+    import ctypes
+    blas = ctypes.CDLL("libblas.so.3")
+    if args.parallel_batches > 1:
+        blas.openblas_set_num_threads(1)
+        args.threads = 1
+    elif args.thread_policy == "blas":
+        blas.openblas_set_num_threads(args.threads)
+        args.threads = 1
+    else:
+        blas.openblas_set_num_threads(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["train", "translate"])
@@ -272,17 +287,7 @@ def main():
                     help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
                          "OpenBLAS (PyTorch ops at 1), as attnkit's ThreadPolicy")
     args = ap.parse_args()
-    # OpenMP and OpenBLAS both busy-wait; only one of them may have more than one thread.
-    import ctypes
-    blas = ctypes.CDLL("libblas.so.3")
-    if args.parallel_batches > 1:
-        blas.openblas_set_num_threads(1)
-        args.threads = 1
-    elif args.thread_policy == "blas":
-        blas.openblas_set_num_threads(args.threads)
-        args.threads = 1
-    else:
-        blas.openblas_set_num_threads(1)
+    apply_thread_policy(args)
     train(args) if args.command == "train" else translate(args)
 
 

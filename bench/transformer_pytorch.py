@@ -29,7 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from attnkit_reference import RefTransformerModel  # noqa: E402
-from seq2seq_pytorch import PAD, SOS, EOS, batches, detokenize_zh, pad, read_pairs, read_vocab  # noqa: E402
+from seq2seq_pytorch import (PAD, SOS, EOS, apply_thread_policy, batches, detokenize_zh, pad,  # noqa: E402
+                             read_pairs, read_vocab)
 
 
 def make_model(args, src_vocab, tgt_vocab):
@@ -263,17 +264,7 @@ def main():
                     help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
                          "OpenBLAS (PyTorch ops at 1)")
     args = ap.parse_args()
-    # OpenMP and OpenBLAS both busy-wait; only one of them may have more than one thread.
-    import ctypes
-    blas = ctypes.CDLL("libblas.so.3")
-    if args.parallel_batches > 1:
-        blas.openblas_set_num_threads(1)
-        args.threads = 1
-    elif args.thread_policy == "blas":
-        blas.openblas_set_num_threads(args.threads)
-        args.threads = 1
-    else:
-        blas.openblas_set_num_threads(1)
+    apply_thread_policy(args)
     train(args) if args.command == "train" else translate(args)
 
 

@@ -123,13 +123,30 @@ void check_written_by_older(const std::string& path, const json& config) {
                 "; its format may have changed: upgrade attnkit to use this model");
 }
 
+// A size check of config.json's model: `key` must follow `rule`.
+void require(bool ok, const std::string& path, const std::string& key, const std::string& rule,
+             double value) {
+  if (!ok)
+    throw Error(path + ": model." + key + " must be " + rule + ", got " +
+                nlohmann::json(value).dump());
+}
+
+// A damaged config must not ask LibTorch for terabytes: `weights`, a rough count in double (so
+// that absurd sizes cannot overflow it), is refused above 2^31 (8 GiB of float32).
+void check_weight_count(const std::string& path, double weights) {
+  constexpr double kMaxWeights = double(1LL << 31);
+  if (weights > kMaxWeights)
+    throw Error(path + ": the sizes describe a model of about " +
+                std::to_string(static_cast<long long>(weights / 1e6)) +
+                " million weights; the limit is " + std::to_string((1LL << 31) / 1000000) +
+                " million (is the config damaged?)");
+}
+
 // Sizes a model can be built with, so that a hand-edited or damaged config is refused naming its
 // key instead of crashing while the model is built.
 void check_model_options(const std::string& path, const Seq2SeqOptions& m) {
   auto require = [&](bool ok, const std::string& key, const std::string& rule, double value) {
-    if (!ok)
-      throw Error(path + ": model." + key + " must be " + rule + ", got " +
-                  nlohmann::json(value).dump());
+    seq2seq::require(ok, path, key, rule, value);
   };
   require(m.source_vocab() >= 4, "source_vocab", "at least 4 (the special tokens)",
           m.source_vocab());
@@ -150,27 +167,17 @@ void check_model_options(const std::string& path, const Seq2SeqOptions& m) {
   require(m.self_attention_layers() == 0 || width % m.self_attention_heads() == 0,
           "self_attention_heads", "a divisor of the encoder width " + std::to_string(width),
           m.self_attention_heads());
-  // A rough count of the weights (embeddings, output layer, GRUs in both directions, attention),
-  // in double so that absurd sizes cannot overflow it: a damaged config must not ask LibTorch
-  // for terabytes.
+  // Embeddings, output layer, GRUs in both directions, attention.
   const double vocab = double(m.source_vocab()) + double(m.target_vocab());
   const double e = double(m.embed_size()), h = double(m.hidden_size()), layers = double(m.layers());
-  const double weights = vocab * (e + 2 * h) + layers * 2 * 3 * h * (e + 3 * h) +
-                         double(m.self_attention_layers()) * 12 * h * h;
-  constexpr double kMaxWeights = double(1LL << 31);  // 8 GiB of float32
-  if (weights > kMaxWeights)
-    throw Error(path + ": the sizes describe a model of about " +
-                std::to_string(static_cast<long long>(weights / 1e6)) +
-                " million weights; the limit is " + std::to_string((1LL << 31) / 1000000) +
-                " million (is the config damaged?)");
+  check_weight_count(path, vocab * (e + 2 * h) + layers * 2 * 3 * h * (e + 3 * h) +
+                               double(m.self_attention_layers()) * 12 * h * h);
 }
 
 // The Transformer's sizes, as check_model_options does for the GRU model's.
 void check_transformer_options(const std::string& path, const transformer::TransformerOptions& t) {
   auto require = [&](bool ok, const std::string& key, const std::string& rule, double value) {
-    if (!ok)
-      throw Error(path + ": model." + key + " must be " + rule + ", got " +
-                  nlohmann::json(value).dump());
+    seq2seq::require(ok, path, key, rule, value);
   };
   require(t.source_vocab() >= 4, "source_vocab", "at least 4 (the special tokens)",
           t.source_vocab());
@@ -188,16 +195,11 @@ void check_transformer_options(const std::string& path, const transformer::Trans
     require(p >= 0 && p < 1, key, "in [0, 1)", p);
   require(!t.share_embeddings() || t.source_vocab() == t.target_vocab(), "share_embeddings",
           "false unless source_vocab equals target_vocab", t.share_embeddings());
+  // Embeddings, the layers' projections and feed-forward blocks, the cross-attention.
   const double d = double(t.d_model()), layers = double(t.encoder_layers() + t.decoder_layers());
-  const double weights = (double(t.source_vocab()) + double(t.target_vocab())) * d +
-                         layers * (4 * d * d + 2 * d * double(t.ffn())) +
-                         double(t.decoder_layers()) * 4 * d * d;
-  constexpr double kMaxWeights = double(1LL << 31);  // 8 GiB of float32
-  if (weights > kMaxWeights)
-    throw Error(path + ": the sizes describe a model of about " +
-                std::to_string(static_cast<long long>(weights / 1e6)) +
-                " million weights; the limit is " + std::to_string((1LL << 31) / 1000000) +
-                " million (is the config damaged?)");
+  check_weight_count(path, (double(t.source_vocab()) + double(t.target_vocab())) * d +
+                               layers * (4 * d * d + 2 * d * double(t.ffn())) +
+                               double(t.decoder_layers()) * 4 * d * d);
 }
 
 // m[key] as an integer; a float, a string or an integer beyond int64 is the config's fault.
@@ -284,6 +286,16 @@ ModelConfig load_config(const std::string& dir) {
     if (what.rfind(path, 0) == 0) throw;
     throw Error(path + ": " + what);
   }
+}
+
+std::vector<std::string> greedy_texts(Translator& translator,
+                                      const std::vector<std::string>& sources) {
+  SearchOptions greedy;
+  greedy.beam_size = 1;
+  std::vector<std::string> out;
+  for (auto& t : translator.translate(sources, greedy, /*batch_size=*/64, /*parallel_batches=*/0))
+    out.push_back(std::move(t.text));
+  return out;
 }
 
 std::vector<std::string> decoder_inputs(const Translation& t) {

@@ -52,12 +52,7 @@ double Seq2SeqTrainable::validation_loss(const Batch& b) {
 
 std::vector<std::string> Seq2SeqTrainable::translate(const std::vector<std::string>& sources) {
   seq2seq::Translator translator(config_, model_, source_vocab_, target_vocab_);
-  seq2seq::SearchOptions greedy;
-  greedy.beam_size = 1;
-  std::vector<std::string> out;
-  for (auto& t : translator.translate(sources, greedy, /*batch_size=*/64, /*parallel_batches=*/0))
-    out.push_back(t.text);
-  return out;
+  return seq2seq::greedy_texts(translator, sources);
 }
 
 void Seq2SeqTrainable::save_weights(const std::string& path) {

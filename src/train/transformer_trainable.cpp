@@ -41,12 +41,7 @@ double TransformerTrainable::validation_loss(const Batch& b) {
 
 std::vector<std::string> TransformerTrainable::translate(const std::vector<std::string>& sources) {
   seq2seq::Translator translator(config_, model_, source_vocab_, target_vocab_);
-  seq2seq::SearchOptions greedy;
-  greedy.beam_size = 1;
-  std::vector<std::string> out;
-  for (auto& t : translator.translate(sources, greedy, /*batch_size=*/64, /*parallel_batches=*/0))
-    out.push_back(t.text);
-  return out;
+  return seq2seq::greedy_texts(translator, sources);
 }
 
 void TransformerTrainable::save_weights(const std::string& path) {

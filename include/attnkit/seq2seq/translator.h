@@ -141,6 +141,11 @@ class Translator {
   std::string dir_;
 };
 
+// Greedy translations of raw sentences, batches of 64, one batch per configured thread: what
+// validation BLEU reads.
+std::vector<std::string> greedy_texts(Translator& translator,
+                                      const std::vector<std::string>& sources);
+
 // Pads token-id sequences into [B, max(len, 1)] with 0 and returns (ids, lengths).
 std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs);
 
