@@ -4,7 +4,10 @@
 A small training run (validation on, a checkpoint every 2 steps) is killed with SIGKILL at a
 random moment (during a step, a checkpoint write or validation) KILLS times in a row, each time
 resumed with --resume. After every kill the directory must load (`translate` works as soon as a
-checkpoint exists) and hold no temporary files. At the end, the same run never interrupted must
+checkpoint exists) and hold no partial file: the writer fills an unnamed file and names it
+X.tmp only once it is complete, so a kill can leave at most a complete X.tmp (in the moment
+between that link and the rename), which must pass its archive's CRCs and be gone once the
+run has written X again. At the end, the same run never interrupted must
 have the same model.pt (byte for byte) and the same checkpoint: latest weights, random generator,
 position and metrics bit for bit. The optimizer's moments are compared through their effect: both
 runs train one more epoch and must still agree bit for bit (LibTorch keys Adam's state by memory
@@ -20,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import zipfile
 import time
 
 import torch
@@ -70,11 +74,22 @@ def same_bits(a, b):
     return bool((a.detach().reshape(-1).view(torch.uint8) == b.detach().reshape(-1).view(torch.uint8)).all())
 
 
+def temporaries(model_dir):
+    return sorted(f for f in os.listdir(model_dir) if f.endswith(".tmp")) if os.path.isdir(model_dir) else []
+
+
 def check_loads(binary, model_dir):
-    """The directory after a kill: no temporary left, and it translates once it has weights."""
-    leftovers = [f for f in os.listdir(model_dir) if f.endswith(".tmp")] if os.path.isdir(model_dir) else []
-    if leftovers:
-        return f"temporary files left: {leftovers}"
+    """The directory after a kill: no partial temporary, and it translates once it has weights."""
+    for name in temporaries(model_dir):
+        # Killed between naming a complete temporary and renaming it: every member's CRC holds.
+        path = os.path.join(model_dir, name)
+        try:
+            with zipfile.ZipFile(path) as z:
+                bad = z.testzip()
+        except zipfile.BadZipFile as e:
+            return f"a partial temporary was left: {name} ({e})"
+        if bad is not None:
+            return f"a partial temporary was left: {name} (member {bad} fails its CRC)"
     if not os.path.exists(os.path.join(model_dir, "checkpoint.pt")):
         return None  # killed before the first checkpoint: resuming starts over
     p = subprocess.run([binary, "translate", "--model", model_dir], input="a b c\n",
@@ -133,6 +148,8 @@ def main():
         if final.returncode != 0:
             problems.append(f"the last resume failed: {final.stderr.strip()}")
         else:
+            if temporaries(model_dir):
+                problems.append(f"temporaries still there after the last run: {temporaries(model_dir)}")
             if digest(os.path.join(model_dir, "model.pt")) != digest(os.path.join(reference, "model.pt")):
                 problems.append("model.pt differs from the uninterrupted run's")
             for when in ("at the end", "one epoch later"):
