@@ -225,21 +225,30 @@ def translate(args):
     model = Seq2Seq(len(src_tokens), len(tgt_tokens), args.embed, args.hidden)
     model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_model.pt"))
     model.eval()
+    translate_file(args, lambda src, lengths: search(model, src, lengths, args.beam), src_ids,
+                   tgt_tokens, tgt_ids)
+
+
+def translate_file(args, search_batch, src_ids, tgt_tokens, tgt_ids):
+    """Translates args.input in length-sorted batches of args.batch_size (args.parallel_batches
+    at once on Python threads) with search_batch(src, lengths) -> token lists; writes
+    args.output and prints the speed as JSON."""
     pairs = read_pairs(args.input, src_ids, tgt_ids)
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
     results = [None] * len(pairs)
+
     def translate_batch(members):
         src, lengths = pad([pairs[i][0] or [UNK] for i in members])
-        for i, out in zip(members, search(model, src, lengths, args.beam)):
+        for i, out in zip(members, search_batch(src, lengths)):
             results[i] = detokenize_zh([tgt_tokens[t] for t in out])
 
-    batches = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
+    batches_ = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
     start = time.perf_counter()
     if args.parallel_batches > 1:  # PyTorch's ops release the GIL, so Python threads overlap
         with concurrent.futures.ThreadPoolExecutor(args.parallel_batches) as pool:
-            list(pool.map(translate_batch, batches))
+            list(pool.map(translate_batch, batches_))
     else:
-        for members in batches:
+        for members in batches_:
             translate_batch(members)
     elapsed = time.perf_counter() - start
     with open(args.output, "w", encoding="utf-8") as f:
@@ -262,8 +271,9 @@ def apply_thread_policy(args):
         blas.openblas_set_num_threads(1)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_arguments(doc):
+    """The options every PyTorch benchmark script takes: data, training recipe, threads."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["train", "translate"])
     ap.add_argument("--model-dir", required=True)
     ap.add_argument("--vocab-dir", required=True, help="an attnkit model dir with source/target.vocab")
@@ -272,8 +282,6 @@ def main():
     ap.add_argument("--output")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--embed", type=int, default=128)
-    ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip", type=float, default=1.0)
@@ -286,6 +294,13 @@ def main():
     ap.add_argument("--thread-policy", choices=["intra-op", "blas"], default="blas",
                     help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
                          "OpenBLAS (PyTorch ops at 1), as attnkit's ThreadPolicy")
+    return ap
+
+
+def main():
+    ap = common_arguments(__doc__)
+    ap.add_argument("--embed", type=int, default=128)
+    ap.add_argument("--hidden", type=int, default=256)
     args = ap.parse_args()
     apply_thread_policy(args)
     train(args) if args.command == "train" else translate(args)

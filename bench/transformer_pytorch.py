@@ -13,8 +13,6 @@ so both sides see the same ids.
     /usr/bin/python3 bench/transformer_pytorch.py train --model-dir DIR --vocab-dir V --train tok.tsv --seconds 120
     /usr/bin/python3 bench/transformer_pytorch.py translate --model-dir DIR --vocab-dir V --input tok.tsv --beam 5 --batch-size 32
 """
-import argparse
-import concurrent.futures
 import json
 import math
 import os
@@ -29,8 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from attnkit_reference import RefTransformerModel  # noqa: E402
-from seq2seq_pytorch import (PAD, SOS, EOS, apply_thread_policy, batches, detokenize_zh, pad,  # noqa: E402
-                             read_pairs, read_vocab)
+from seq2seq_pytorch import (PAD, SOS, EOS, apply_thread_policy, batches, common_arguments,  # noqa: E402
+                             pad, read_pairs, read_vocab, translate_file)
 
 
 def make_model(args, src_vocab, tgt_vocab):
@@ -209,60 +207,21 @@ def translate(args):
     # --weights: attnkit's own weights (`attnkit export`), so both sides decode the same model.
     model.load_state_dict(torch.load(args.weights or f"{args.model_dir}/pytorch_transformer.pt"))
     model.eval()
-    pairs = read_pairs(args.input, src_ids, tgt_ids)
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
-    results = [None] * len(pairs)
-
-    def translate_batch(members):
-        src, lengths = pad([pairs[i][0] or [1] for i in members])
-        for i, out in zip(members, search(model, src, lengths, args.beam)):
-            results[i] = detokenize_zh([tgt_tokens[t] for t in out])
-
-    batches_ = [order[s:s + args.batch_size] for s in range(0, len(order), args.batch_size)]
-    start = time.perf_counter()
-    if args.parallel_batches > 1:  # PyTorch's ops release the GIL, so Python threads overlap
-        with concurrent.futures.ThreadPoolExecutor(args.parallel_batches) as pool:
-            list(pool.map(translate_batch, batches_))
-    else:
-        for members in batches_:
-            translate_batch(members)
-    elapsed = time.perf_counter() - start
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write("\n".join(results) + "\n")
-    print(json.dumps({"sentences": len(pairs), "seconds": elapsed, "sentences_per_s": len(pairs) / elapsed}))
+    translate_file(args, lambda src, lengths: search(model, src, lengths, args.beam), src_ids,
+                   tgt_tokens, tgt_ids)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["train", "translate"])
-    ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--vocab-dir", required=True, help="an attnkit model dir with source/target.vocab")
-    ap.add_argument("--train")
-    ap.add_argument("--input")
+    ap = common_arguments(__doc__)
     ap.add_argument("--weights", help="translate: a state_dict to load instead of the trained one "
                                       "(attnkit export's, whose names are this model's)")
-    ap.add_argument("--output")
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--d-model", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--ffn", type=int, default=1024)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--attention-dropout", type=float, default=0.0)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=1000)
-    ap.add_argument("--clip", type=float, default=1.0)
-    ap.add_argument("--label-smoothing", type=float, default=0.1)
-    ap.add_argument("--beam", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--parallel-batches", type=int, default=1,
-                    help="translate this many batches at once on Python threads, each with one "
-                         "thread for PyTorch and OpenBLAS (as attnkit's --parallel-batches)")
-    ap.add_argument("--thread-policy", choices=["intra-op", "blas"], default="blas",
-                    help="which pool gets the threads: PyTorch's intra-op pool (OpenBLAS at 1) or "
-                         "OpenBLAS (PyTorch ops at 1)")
     args = ap.parse_args()
     apply_thread_policy(args)
     train(args) if args.command == "train" else translate(args)

@@ -51,6 +51,22 @@ at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
   return kernels::linear(h, linear2->weight, linear2->bias);
 }
 
+// One sublayer with its residual connection: x + f(norm(x)) pre-norm, norm(x + f(x)) post-norm.
+template <typename F>
+at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, bool norm_first, const F& f) {
+  return norm_first ? x + f(norm(x)) : norm(x + f(x));
+}
+
+// An attention sublayer's output as it joins the residual stream; `weights` (optional) receives
+// the attention weights.
+at::Tensor attention_block(MultiheadAttention& attn, const at::Tensor& q, const at::Tensor& kv,
+                           const at::Tensor& mask, at::Tensor* weights, const LayerOptions& o,
+                           bool training) {
+  auto out = attn->forward(q, kv, kv, mask, /*need_weights=*/weights != nullptr);
+  if (weights) *weights = out.weights;
+  return residual_dropout(out.output, o, training);
+}
+
 void check_width(const at::Tensor& x, int64_t d_model, const char* where) {
   TORCH_CHECK(x.dim() >= 2 && x.size(-1) == d_model, where, ": input must be [..., ", d_model,
               "] but has shape ", x.sizes());
@@ -77,22 +93,14 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(LayerOptions options_)
 at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask,
                                                 at::Tensor* weights) {
   check_width(x, options.d_model(), "TransformerEncoderLayer");
-  const bool training = is_training();
-  auto self_block = [&](const at::Tensor& h) {
-    auto out = self_attn->forward(h, h, h, mask, /*need_weights=*/weights != nullptr);
-    if (weights) *weights = out.weights;
-    return residual_dropout(out.output, options, training);
-  };
-  auto ff_block = [&](const at::Tensor& h) {
-    return residual_dropout(feed_forward(h, linear1, linear2, options, training), options,
+  const bool training = is_training(), pre = options.norm_first();
+  auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
+    return attention_block(self_attn, y, y, mask, weights, options, training);
+  });
+  return residual(h, norm2, pre, [&](const at::Tensor& y) {
+    return residual_dropout(feed_forward(y, linear1, linear2, options, training), options,
                             training);
-  };
-  if (options.norm_first()) {
-    auto h = x + self_block(norm1(x));
-    return h + ff_block(norm2(h));
-  }
-  auto h = norm1(x + self_block(x));
-  return norm2(h + ff_block(h));
+  });
 }
 
 // ---- decoder layer ----
@@ -120,29 +128,19 @@ at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::T
                                                 const at::Tensor& memory_mask,
                                                 LayerAttention* weights) {
   check_width(x, options.d_model(), "TransformerDecoderLayer");
-  const bool training = is_training();
-  auto self_block = [&](const at::Tensor& h) {
-    auto out = self_attn->forward(h, h, h, self_mask, /*need_weights=*/weights != nullptr);
-    if (weights) weights->self = out.weights;
-    return residual_dropout(out.output, options, training);
-  };
-  auto cross_block = [&](const at::Tensor& h) {
-    auto out = multihead_attn->forward(h, memory, memory, memory_mask, weights != nullptr);
-    if (weights) weights->cross = out.weights;
-    return residual_dropout(out.output, options, training);
-  };
-  auto ff_block = [&](const at::Tensor& h) {
-    return residual_dropout(feed_forward(h, linear1, linear2, options, training), options,
+  const bool training = is_training(), pre = options.norm_first();
+  auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
+    return attention_block(self_attn, y, y, self_mask, weights ? &weights->self : nullptr, options,
+                           training);
+  });
+  h = residual(h, norm2, pre, [&](const at::Tensor& y) {
+    return attention_block(multihead_attn, y, memory, memory_mask,
+                           weights ? &weights->cross : nullptr, options, training);
+  });
+  return residual(h, norm3, pre, [&](const at::Tensor& y) {
+    return residual_dropout(feed_forward(y, linear1, linear2, options, training), options,
                             training);
-  };
-  if (options.norm_first()) {
-    auto h = x + self_block(norm1(x));
-    h = h + cross_block(norm2(h));
-    return h + ff_block(norm3(h));
-  }
-  auto h = norm1(x + self_block(x));
-  h = norm2(h + cross_block(h));
-  return norm3(h + ff_block(h));
+  });
 }
 
 void TransformerDecoderLayerImpl::project_memory(const at::Tensor& memory, LayerCache& cache) {
@@ -240,14 +238,10 @@ at::Tensor TransformerDecoderLayerImpl::step(const at::Tensor& x, LayerCache& ca
   auto cross = [&](const at::Tensor& h) {
     return cross_attention_step(h, cache, memory_mask, width, cross_weights, packed);
   };
-  if (options.norm_first()) {
-    auto h = x + self(norm1(x));
-    h = h + cross(norm2(h));
-    return h + ff(norm3(h));
-  }
-  auto h = norm1(x + self(x));
-  h = norm2(h + cross(h));
-  return norm3(h + ff(h));
+  const bool pre = options.norm_first();
+  auto h = residual(x, norm1, pre, self);
+  h = residual(h, norm2, pre, cross);
+  return residual(h, norm3, pre, ff);
 }
 
 // ---- stacks ----
