@@ -259,6 +259,9 @@ void print_summary(const TrainArgs& a, const Prepared& p, const train::TrainData
   std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
             << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
             << p.source_vocab.size() << " -> " << p.target_vocab.size() << ", " << model
+            << (a.options.accumulate > 1
+                    ? ", " + std::to_string(a.options.accumulate) + " batches per step"
+                    : std::string())
             << (a.options.resume ? ", resuming" : "")
             << (dist ? ", " + std::to_string(dist->world_size()) + " ranks" : std::string())
             << "\n";
@@ -281,6 +284,8 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   if (o.model_dir.empty()) throw Error("train: --model-dir is required");
   auto dist_options = train::distributed_from_env();
   if (a.nproc > 1 && dist_options.world_size == 1) return spawn_workers(a, command_line);
+  // Before the ranks meet: once they have, rank 0 may write config.json before another looks.
+  refuse_to_overwrite(o);
   std::unique_ptr<train::Distributed> dist;
   if (dist_options.world_size > 1) {
     dist_options.timeout_s = a.dist_timeout;
@@ -288,7 +293,6 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
     o.distributed = dist.get();
   }
   const bool main_rank = !dist || dist->is_main();
-  refuse_to_overwrite(o);
   // A run killed before its first checkpoint left config.json and the vocabularies, and nothing
   // to resume from: --resume starts from the beginning with them (the same run, as it was asked).
   const auto dir = fs::path(o.model_dir);
@@ -431,6 +435,11 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--batch-tokens", o.batch_tokens,
                   "Batches by size instead: at most this many tokens each, padding included")
       ->check(checks::at_least(1));
+  app->add_option("--accumulate", o.accumulate,
+                  "Gradient accumulation: one optimizer step per this many batches, run one after "
+                  "the other (the step of a batch this many times larger, at the memory of one)")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
   app->add_option("--warmup-steps", a->warmup_steps,
                   "Inverse-square-root schedule: the rate rises to --lr over this many steps, then "
                   "falls as 1/sqrt(step); 0: off (default: rnn 0, transformer 1000)")

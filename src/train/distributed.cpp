@@ -137,12 +137,13 @@ void GradientReducer::prepare() {
   for (auto& f : flats_) f.zero_();
   waits_.clear();
   next_launch_ = 0;
+  last_pass_ = true;
 }
 
 void GradientReducer::ready(size_t k, const at::Tensor& grad) {
   const auto& s = slots_[k];
-  flats_[s.bucket].narrow(0, s.offset, grad.numel()).copy_(grad.reshape({-1}));
-  if (--pending_[s.bucket] == 0) launch_ready_buckets();
+  flats_[s.bucket].narrow(0, s.offset, grad.numel()).add_(grad.reshape({-1}));
+  if (last_pass_ && --pending_[s.bucket] == 0) launch_ready_buckets();
 }
 
 void GradientReducer::launch_ready_buckets() {

@@ -93,14 +93,14 @@ class Run {
   TrainResult run() {
     start();
     for (; p_.epoch < o_.epochs; ++p_.epoch, p_.batch = 0) {
-      const auto batches =
-          make_batches(data_.train, o_.batch_size, o_.seed, p_.epoch, o_.batch_tokens);
+      const auto batches = make_batches(data_.train, o_.batch_size * accumulate_, o_.seed, p_.epoch,
+                                        o_.batch_tokens * accumulate_);
       EpochTotals epoch;
       for (; p_.batch < static_cast<int64_t>(batches.size()); ++p_.batch) {
-        const auto members = shard(batches[p_.batch]);
-        const auto [stop, global_tokens] = agree(local_stop_reason(), tokens_in(members));
+        const auto pieces = this_ranks_pieces(batches[p_.batch]);
+        const auto [stop, global_tokens] = agree(local_stop_reason(), tokens_in(pieces));
         if (stop) return stopped(*stop, epoch, batches.size());
-        const double loss = train_step(members, global_tokens, epoch);
+        const double loss = train_step(pieces, global_tokens, epoch);
         report_step(loss, epoch, batches.size());
         checkpoint_if_due();
       }
@@ -142,16 +142,28 @@ class Run {
     return std::nullopt;
   }
 
-  // This rank's shard of the global batch: contiguous, so ranks together cover it once.
-  std::vector<size_t> shard(const std::vector<size_t>& batch) const {
-    if (!dist_) return batch;
+  // Part `part` of `parts` of a batch: contiguous, so the parts together cover it once.
+  static std::vector<size_t> part_of(const std::vector<size_t>& batch, size_t part, size_t parts) {
     const size_t n = batch.size();
-    return {batch.begin() + n * rank_ / world_, batch.begin() + n * (rank_ + 1) / world_};
+    return {batch.begin() + n * part / parts, batch.begin() + n * (part + 1) / parts};
+  }
+
+  // The global batch cut into the accumulation's pieces, and of each piece this rank's shard.
+  std::vector<std::vector<size_t>> this_ranks_pieces(const std::vector<size_t>& batch) const {
+    std::vector<std::vector<size_t>> pieces;
+    for (size_t k = 0; k < static_cast<size_t>(accumulate_); ++k)
+      pieces.push_back(part_of(part_of(batch, k, accumulate_), rank_, world_));
+    return pieces;
   }
 
   int64_t tokens_in(const std::vector<size_t>& members) const {
     int64_t tokens = 0;
     for (size_t i : members) tokens += static_cast<int64_t>(data_.train[i].target.size()) + 1;
+    return tokens;
+  }
+  int64_t tokens_in(const std::vector<std::vector<size_t>>& pieces) const {
+    int64_t tokens = 0;
+    for (const auto& piece : pieces) tokens += tokens_in(piece);
     return tokens;
   }
 
@@ -165,38 +177,55 @@ class Run {
     return {stop, static_cast<int64_t>(agreed[1])};
   }
 
-  // Forward, backward, gradient all-reduce, clipping and the Adam update; returns this rank's
-  // loss (0 for an empty shard).
-  double train_step(const std::vector<size_t>& members, int64_t global_tokens, EpochTotals& epoch) {
+  // Forward and backward of each piece, gradient all-reduce, clipping and the Adam update;
+  // returns this rank's mean token loss (0 for an empty shard).
+  double train_step(const std::vector<std::vector<size_t>>& pieces, int64_t global_tokens,
+                    EpochTotals& epoch) {
     clear_gradients(model_.parameters());
     if (reducer_) reducer_->prepare();
-    double loss = 0;
-    int64_t batch_tokens = 0;
-    if (!members.empty()) {
-      const auto batch = collate(data_.train, members);
-      batch_tokens = batch.target_tokens;
-      auto l = model_.loss(batch, {o_.label_smoothing, o_.teacher_forcing, o_.entropy_bonus},
-                           p_.baseline);
-      // Weighted by this shard's share of the tokens, the summed gradients are the gradient
-      // of the global batch's mean loss: the same step a single process would take.
-      if (dist_)
-        l.objective = l.objective * (static_cast<double>(tokens_in(members)) /
-                                     std::max<int64_t>(global_tokens, 1));
-      l.objective.backward();
-      loss = l.loss.item<double>();
+    size_t last = pieces.size();  // the last piece with sentences on this rank
+    for (size_t k = 0; k < pieces.size(); ++k)
+      if (!pieces[k].empty()) last = k;
+    double loss_sum = 0;
+    int64_t tokens = 0;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (pieces[k].empty()) continue;
+      if (reducer_) reducer_->begin_pass(k == last);
+      const auto l = forward_backward(pieces[k], global_tokens);
+      loss_sum += l * tokens_in(pieces[k]);
+      tokens += tokens_in(pieces[k]);
     }
     if (reducer_) reducer_->finish();
+    update_weights();
+    epoch.loss_sum += loss_sum;
+    epoch.loss_tokens += tokens;
+    epoch.tokens += global_tokens;
+    tokens_done_ += global_tokens;
+    return tokens ? loss_sum / tokens : 0;
+  }
+
+  // One piece's forward and backward, adding to the gradients; returns its mean token loss.
+  double forward_backward(const std::vector<size_t>& members, int64_t global_tokens) {
+    const auto batch = collate(data_.train, members);
+    auto l =
+        model_.loss(batch, {o_.label_smoothing, o_.teacher_forcing, o_.entropy_bonus}, p_.baseline);
+    // Weighted by this piece's share of the tokens, the summed gradients are the gradient of
+    // the global batch's mean loss: the same step one process with one piece would take.
+    if (dist_ || accumulate_ > 1)
+      l.objective = l.objective * (static_cast<double>(batch.target_tokens) /
+                                   std::max<int64_t>(global_tokens, 1));
+    l.objective.backward();
+    return l.loss.item<double>();
+  }
+
+  // Clipping, the learning-rate schedule and the Adam update.
+  void update_weights() {
     if (o_.clip > 0) clip_grad_norm(model_.parameters(), o_.clip);
     if (o_.warmup_steps > 0)
       set_lr(optimizer_, p_.lr * warmup_factor(p_.step + 1, o_.warmup_steps));
     adam_step(optimizer_);
     ++p_.step;
     ++result_.steps;
-    epoch.loss_sum += loss * batch_tokens;
-    epoch.loss_tokens += batch_tokens;
-    epoch.tokens += global_tokens;
-    tokens_done_ += global_tokens;
-    return loss;
   }
 
   void report_step(double loss, const EpochTotals& epoch, size_t batches) {
@@ -325,6 +354,7 @@ class Run {
   Distributed* dist_;
   const bool main_rank_;
   const int rank_, world_;
+  const int64_t accumulate_ = std::max<int64_t>(1, o_.accumulate);
   const std::string checkpoint_;
   torch::optim::Adam optimizer_;
   ValidationData valid_data_;

@@ -67,8 +67,13 @@ class GradientReducer {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  // Before backward (even a rank with nothing to compute must call prepare and finish).
+  // Before a step's first backward (even a rank with nothing to compute must call prepare and
+  // finish).
   void prepare();
+  // Before each backward of a step that accumulates several (gradient accumulation): the
+  // gradients of every pass are summed into the buckets, and only the last pass launches
+  // all-reduces as its buckets fill. A step of one backward needs no call.
+  void begin_pass(bool last) { last_pass_ = last; }
   // After backward: launches what is left, waits, and writes the summed gradients to .grad.
   void finish();
 
@@ -88,6 +93,7 @@ class GradientReducer {
   std::vector<std::function<void()>> waits_;
   std::vector<unsigned> hook_ids_;
   size_t next_launch_ = 0;
+  bool last_pass_ = true;
 };
 
 }  // namespace attnkit::train

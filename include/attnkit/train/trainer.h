@@ -42,6 +42,11 @@ struct TrainOptions {
   // > 0: batches by size instead, up to this many tokens each, padding included (the longer side
   // of the longest pair x the sentences).
   size_t batch_tokens = 0;
+  // Gradient accumulation: each optimizer step takes a batch this many times the size above and
+  // runs it in this many pieces, one forward and backward each, summing their gradients. The step
+  // is the large batch's (as with ranks, the pieces' losses are weighted by their tokens), at
+  // the memory of one piece. Pieces are equal runs of the batch's length-sorted sentences.
+  int64_t accumulate = 1;
   double learning_rate = 1e-3;
   // > 0: the inverse-square-root schedule (Vaswani et al.): the rate rises linearly to
   // learning_rate over this many steps, then falls as 1/sqrt(step).
