@@ -17,13 +17,19 @@ Command add_export_command(CLI::App& parent) {
   app->add_option("--model", *model, "Model directory")->required();
   app->add_option("--out", *out, "Output .pt file: {parameter name: tensor}")->required();
   auto latest = std::make_shared<bool>(false);
-  app->add_flag("--from-checkpoint", *latest,
-                "The latest weights (checkpoint.pt), not the best (model.pt)");
-  return {app, [model, out, latest] {
+  auto weights_file = std::make_shared<std::string>();
+  auto* from_checkpoint = app->add_flag(
+      "--from-checkpoint", *latest, "The latest weights (checkpoint.pt), not the best (model.pt)");
+  app->add_option("--weights", *weights_file,
+                  "Another weight file of this model instead of model.pt (a kept checkpoint)")
+      ->check(CLI::ExistingFile)
+      ->excludes(from_checkpoint);
+  return {app, [model, out, latest, weights_file] {
             seq2seq::Translator translator(*model);
             if (*latest)
               seq2seq::load_checkpoint_model(
                   translator.module(), (std::filesystem::path(*model) / "checkpoint.pt").string());
+            if (!weights_file->empty()) seq2seq::load_weights(translator.module(), *weights_file);
             const auto weights = io::state_dict(translator.module());
             io::save_tensor_dict(*out, weights);
             std::cout << "wrote " << weights.size() << " tensors to " << *out << "\n";

@@ -467,6 +467,11 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--checkpoint-every", o.checkpoint_every)
       ->check(checks::non_negative())
       ->capture_default_str();
+  app->add_option("--keep-checkpoints", o.keep_checkpoints,
+                  "Also keep the weights of the last N checkpoints (MODEL_DIR/checkpoints/), for "
+                  "`attnkit average`; 0: none")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--valid-bleu-sentences", o.valid_bleu_sentences)
       ->check(checks::non_negative())
       ->capture_default_str();

@@ -32,5 +32,6 @@ Command add_bleu_command(CLI::App& parent);
 Command add_serve_command(CLI::App& parent);
 Command add_plot_command(CLI::App& parent);
 Command add_export_command(CLI::App& parent);
+Command add_average_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -15,6 +15,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/signals.h"
+#include "attnkit/train/averaging.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/train/seq2seq_trainable.h"
 #include "attnkit/train/step.h"
@@ -242,7 +243,13 @@ class Run {
     if (!main_rank_ || o_.checkpoint_every <= 0 || p_.step % o_.checkpoint_every != 0) return;
     Position next = p_;
     ++next.batch;
+    checkpoint(next);
+  }
+
+  // checkpoint.pt, and the weights kept for averaging.
+  void checkpoint(const Position& next) {
     save_checkpoint(checkpoint_, model_, optimizer_, next);
+    keep_weights(model_, o_.model_dir, p_.step, o_.keep_checkpoints);
   }
 
   // Rank 0 validates, keeps the best, adapts the learning rate and decides whether to stop; the
@@ -286,7 +293,7 @@ class Run {
       Position next = p_;
       ++next.epoch;
       next.batch = 0;
-      save_checkpoint(checkpoint_, model_, optimizer_, next);
+      checkpoint(next);
     }
     if (early) ++p_.epoch;
     return early;
@@ -300,7 +307,7 @@ class Run {
   TrainResult stopped(StopReason why, const EpochTotals& epoch, size_t batches) {
     result_.last_train_loss = epoch.mean_loss();
     if (main_rank_) {
-      save_checkpoint(checkpoint_, model_, optimizer_, p_);
+      checkpoint(p_);
       if (!validator_.has_data() || !validator_.has_best()) {
         validator_.keep_current();
       } else if (why != StopReason::MaxSteps && p_.batch > 0) {

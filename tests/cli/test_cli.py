@@ -498,6 +498,85 @@ def free_port():
         return s.getsockname()[1]
 
 
+class AveragingCli(unittest.TestCase):
+    """train --keep-checkpoints and attnkit average."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        cls.train = os.path.join(cls.dir, "train.tsv")
+        attnkit("corpus", "synthetic", "--task", "reverse", "--count", "600", "--symbols", "6", "--out", cls.train)
+        cls.model = os.path.join(cls.dir, "model")
+        # Checkpoints every 5 steps and at the end of the epoch (38 batches of 16): the last three
+        # are steps 35, 38 and 40.
+        attnkit("train", "--train", cls.train, "--model-dir", cls.model, "--source-tokenizer", "en",
+                "--target-tokenizer", "en", "--arch", "transformer", "--layers", "1", "--d-model", "32",
+                "--heads", "2", "--ffn", "64", "--warmup-steps", "0", "--batch-size", "16", "--max-steps", "40",
+                "--checkpoint-every", "5", "--keep-checkpoints", "3", "--quiet")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def exported(self, model, *extra):
+        out = os.path.join(self.dir, f"export-{len(os.listdir(self.dir))}.pt")
+        attnkit("export", "--model", model, "--out", out, *extra)
+        return torch.load(out)
+
+    def gru_model(self, name):
+        d = os.path.join(self.dir, name)
+        attnkit("train", "--train", self.train, "--model-dir", d, "--source-tokenizer", "en",
+                "--target-tokenizer", "en", "--embed", "8", "--hidden", "8", "--max-steps", "1", "--quiet")
+        return d
+
+    def test_the_last_checkpoints_are_kept(self):
+        self.assertEqual(sorted(os.listdir(os.path.join(self.model, "checkpoints"))),
+                         ["step-00000035.pt", "step-00000038.pt", "step-00000040.pt"])
+
+    def test_the_average_is_the_mean_of_the_kept_weights(self):
+        out = os.path.join(self.dir, "averaged")
+        p = attnkit("average", "--model", self.model, "--out", out)
+        self.assertIn("averaged 3 weight files (step-00000035.pt ... step-00000040.pt)", p.stdout)
+        kept = [self.exported(self.model, "--weights", os.path.join(self.model, "checkpoints", f))
+                for f in sorted(os.listdir(os.path.join(self.model, "checkpoints")))]
+        mean = self.exported(out)
+        self.assertEqual(mean.keys(), kept[0].keys())
+        for k in mean:  # summed in double, divided, rounded once: bit for bit
+            self.assertTrue(torch.equal(mean[k], (sum(w[k].double() for w in kept) / 3).float()), k)
+        # Not one of them: the weights moved between checkpoints.
+        self.assertGreater(max((mean[k] - kept[-1][k]).abs().max().item() for k in mean), 1e-5)
+        self.assertEqual(sorted(os.listdir(out)), ["config.json", "model.pt", "source.vocab", "target.vocab"])
+        p = subprocess.run([BIN, "translate", "--model", out], input="1 2 3\n", capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.strip())
+
+    def test_weights_of_another_model_are_refused_and_nothing_is_written(self):
+        other = self.gru_model("gru")
+        out = os.path.join(self.dir, "refused")
+        p = attnkit("average", "--model", self.model, "--out", out, "--weights",
+                    os.path.join(self.model, "model.pt"), os.path.join(other, "model.pt"), expect_ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(os.path.join(other, "model.pt"), p.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_an_existing_model_is_never_replaced(self):
+        before = open(os.path.join(self.model, "model.pt"), "rb").read()
+        other = self.gru_model("existing")
+        for out in (self.model, other):
+            p = attnkit("average", "--model", self.model, "--out", out, expect_ok=False)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("new directory", p.stderr)
+        self.assertEqual(open(os.path.join(self.model, "model.pt"), "rb").read(), before)
+
+    def test_a_model_without_kept_weights_says_how_to_get_them(self):
+        p = attnkit("average", "--model", self.gru_model("bare"), "--out", os.path.join(self.dir, "none"),
+                    expect_ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--keep-checkpoints", p.stderr)
+
+
 class DistributedCli(unittest.TestCase):
     """Data-parallel training over Gloo on 127.0.0.1."""
 

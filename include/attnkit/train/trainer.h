@@ -63,7 +63,10 @@ struct TrainOptions {
   double entropy_bonus = 0.01;     // REINFORCE hard attention only
   double baseline_momentum = 0.9;  // REINFORCE moving-average baseline
   int64_t checkpoint_every = 500;  // steps; a checkpoint is also written every epoch and on stop
-  bool resume = false;             // continue from model_dir/checkpoint.pt
+  // > 0: the weights of the last this many checkpoints are also kept, in
+  // model_dir/checkpoints/step-NNNNNNNN.pt, for checkpoint averaging (train/averaging.h).
+  int64_t keep_checkpoints = 0;
+  bool resume = false;  // continue from model_dir/checkpoint.pt
   // Data-parallel training: each rank takes its shard of every global batch, gradients are
   // summed across ranks, and rank 0 validates, logs and checkpoints. Null: one process.
   Distributed* distributed = nullptr;
