@@ -54,8 +54,8 @@ TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
   // Rows around the 6- and 8-row blocks, columns around the 16- and 32-column panels, short
   // and long sums, on every block this CPU runs.
   for (Isa isa : supported_isas())
-    for (int64_t m : {1, 5, 6, 7, 8, 9, 17})
-      for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70})
+    for (int64_t m : {1, 2, 3, 5, 6, 7, 8, 9, 17})
+      for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70, 130})
         for (int64_t k : {1, 3, 64})
           for (bool transposed : {true, false})
             for (bool accumulate : {false, true}) {
@@ -108,6 +108,29 @@ TEST(PackedGemm, RowSplitIsBitIdentical) {
       panels.multiply(x.data_ptr<float>() + j * k, (m - j + parts - 1) / parts, parts * k,
                       split.data_ptr<float>() + j * n, parts * n, false);
   EXPECT_TRUE(at::equal(whole, split));
+}
+
+// One to three rows take several panels at once (the wide blocks), more rows the 8-row blocks
+// one panel at a time, sums over 256 in slices: a row's result must not depend on which.
+TEST(PackedGemm, FewRowsAreBitIdenticalToManyRows) {
+  at::manual_seed(5);
+  const int64_t m = 12, n = 300, k = 300;
+  auto x = at::randn({m, k}), w = at::randn({n, k}), y0 = at::randn({m, n});
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(to_string(isa));
+    const auto panels = Panels<float>::transposed(w.data_ptr<float>(), n, k, k, {1, 1, isa});
+    for (bool accumulate : {false, true}) {
+      auto whole = y0.clone();
+      panels.multiply(x.data_ptr<float>(), m, k, whole.data_ptr<float>(), n, accumulate);
+      for (int64_t rows : {1, 2, 3}) {
+        auto split = y0.clone();
+        for (int64_t i = 0; i < m; i += rows)
+          panels.multiply(x.data_ptr<float>() + i * k, std::min(rows, m - i), k,
+                          split.data_ptr<float>() + i * n, n, accumulate);
+        EXPECT_TRUE(at::equal(whole, split)) << rows << " rows at a time";
+      }
+    }
+  }
 }
 
 TEST(PackedGemm, EmptyProducts) {

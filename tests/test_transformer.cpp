@@ -136,7 +136,10 @@ TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
   at::NoGradGuard no_grad;
   const auto encoded = model->encode(source, lengths);
   const auto full = model->project(model->decode(target, encoded));  // [B, T, V]
-  auto state = model->start(encoded);  // on packed weights (kernels/packed_linear.h)
+  // The encoder on packed weights (kernels/packed_linear.h), as translation runs it.
+  const auto packed = model->encode(source, lengths, /*maps=*/nullptr, /*packed=*/true);
+  EXPECT_TRUE(close(packed.memory, encoded.memory));
+  auto state = model->start(encoded);  // on packed weights
   auto reference = model->start(encoded, /*packed=*/false);
   ASSERT_TRUE(state.packed && !reference.packed);
   for (int64_t t = 0; t < target.size(1); ++t) {

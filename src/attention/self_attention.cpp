@@ -54,9 +54,17 @@ void MultiheadAttentionImpl::reset_parameters() {
   if (out_proj->options.bias()) out_proj->bias.zero_();
 }
 
+PackedProjections MultiheadAttentionImpl::pack() {
+  return {kernels::PackedLinear(in_proj_weight, in_proj_bias),
+          kernels::PackedLinear(out_proj->weight, out_proj->bias)};
+}
+
 MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,
                                                 const at::Tensor& value, const at::Tensor& mask,
-                                                bool need_weights) {
+                                                bool need_weights,
+                                                const PackedProjections* packed) {
+  TORCH_CHECK(!packed || !at::GradMode::is_enabled(),
+              "MultiheadAttention: packed projections are for inference (no gradients)");
   functional::check_qkv(query, key, value, "MultiheadAttention");
   const int64_t e = options.embed_dim(), heads = options.num_heads(), head_dim = e / heads;
   TORCH_CHECK(query.size(2) == e && key.size(2) == e && value.size(2) == e,
@@ -69,7 +77,8 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
   at::Tensor q, k, v;  // each [B, H, T, E/H]
   if (query.is_same(key) && key.is_same(value)) {
     // Self-attention: one GEMM against the whole [3E, E] in-projection.
-    auto qkv = kernels::linear(query, in_proj_weight, in_proj_bias)  // [B, T, 3E]
+    auto qkv = (packed ? packed->in_proj(query)
+                       : kernels::linear(query, in_proj_weight, in_proj_bias))  // [B, T, 3E]
                    .view({batch, tq, 3, heads, head_dim})
                    .permute({2, 0, 3, 1, 4});  // [3, B, H, T, d]
     q = qkv[0];
@@ -106,7 +115,9 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     std::tie(heads_out, weights) = functional::scaled_dot_product_attention(q, k, v, keep, dropout);
   }
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
-  return {kernels::linear(merged, out_proj->weight, out_proj->bias), weights};
+  return {
+      packed ? packed->out_proj(merged) : kernels::linear(merged, out_proj->weight, out_proj->bias),
+      weights};
 }
 
 }  // namespace attnkit

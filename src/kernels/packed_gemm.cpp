@@ -96,6 +96,78 @@ __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda
   }
 }
 
+// Products of 1 to kWideRows rows take several whole panels at once. One panel gives a block
+// R x 2 chains of FMAs, and the FMA units need about 8 in flight (4 cycles of latency, 2 units):
+// a one-row product on one panel ran at a quarter of the rate, which is why such products went
+// to BLAS's GEMV, and with it to OpenBLAS's detection of the CPU. P panels side by side give
+// R x 2P chains; each element is still one chain of FMAs in ascending k, as in the blocks above,
+// so the results are the same bit for bit. The panels are `stride` floats apart.
+constexpr int kWideRows = 3;
+
+template <int R, int P>
+__attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, int64_t ks,
+                                                   const float* b, int64_t stride, int64_t K,
+                                                   float* c, int64_t ldc, bool accumulate) {
+  __m256 acc[R][2 * P];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < 2 * P; ++q)
+      acc[i][q] = accumulate ? _mm256_loadu_ps(c + i * ldc + q * 8) : _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m256 x = _mm256_broadcast_ss(a + i * lda + k * ks);
+#pragma GCC unroll 8
+      for (int q = 0; q < 2 * P; ++q)
+        acc[i][q] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (q / 2) * stride + k * 16 + (q % 2) * 8),
+                                    acc[i][q]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < 2 * P; ++q) _mm256_storeu_ps(c + i * ldc + q * 8, acc[i][q]);
+}
+
+template <int R, int P>
+__attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda, int64_t ks,
+                                                    const float* b, int64_t stride, int64_t K,
+                                                    float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[R][2 * P];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < 2 * P; ++q)
+      acc[i][q] = accumulate ? _mm512_loadu_ps(c + i * ldc + q * 16) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 x = _mm512_set1_ps(a[i * lda + k * ks]);
+#pragma GCC unroll 8
+      for (int q = 0; q < 2 * P; ++q)
+        acc[i][q] = _mm512_fmadd_ps(
+            x, _mm512_loadu_ps(b + (q / 2) * stride + k * 32 + (q % 2) * 16), acc[i][q]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int q = 0; q < 2 * P; ++q) _mm512_storeu_ps(c + i * ldc + q * 16, acc[i][q]);
+}
+
+using WideFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
+                        int64_t, bool);
+struct Wide {
+  WideFn fn;
+  int64_t panels;  // P
+};
+// By rows: at least 8 chains, within the vector registers (16 ymm, 32 zmm).
+constexpr Wide kWideAvx2[kWideRows + 1] = {
+    {nullptr, 0}, {wide_avx2<1, 4>, 4}, {wide_avx2<2, 2>, 2}, {wide_avx2<3, 2>, 2}};
+constexpr Wide kWideAvx512[kWideRows + 1] = {
+    {nullptr, 0}, {wide_avx512<1, 4>, 4}, {wide_avx512<2, 4>, 4}, {wide_avx512<3, 2>, 2}};
+
 using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
                          bool, int64_t);
 constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,           block_avx2<1>, block_avx2<2>,
@@ -209,11 +281,18 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
     if (isa_ != Isa::Scalar) {
       const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;
       const BlockFn* blocks = isa_ == Isa::Avx512 ? kAvx512 : kAvx2;
+      int64_t p0 = 0;  // the first panel left to the blocks
+      if (m <= kWideRows) {
+        const Wide wide = (isa_ == Isa::Avx512 ? kWideAvx512 : kWideAvx2)[m];
+        for (; (p0 + wide.panels) * width_ <= N; p0 += wide.panels)
+          wide.fn(x, ldx, kstride, first + p0 * k_ * width_, k_ * width_, K, y + p0 * width_, ldy,
+                  accumulate);
+      }
       // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
       // most) stays in L1 while every row block streams it.
       for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, K - k0);
-        for (int64_t p = 0; p * width_ < N; ++p) {
+        for (int64_t p = p0; p * width_ < N; ++p) {
           const float* b = first + (p * k_ + k0) * width_;
           const int64_t cols = std::min(width_, N - p * width_);
           for (int64_t i = 0; i < m; i += rows)

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "blas.h"
 #include "packed_gemm.h"
 #include "row_parts.h"
 
@@ -44,15 +43,9 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
   if (biased)
     for (int64_t r = 0; r < rows; ++r)
       std::copy_n(impl_->bias.data_ptr<float>(), out, py + r * out);
-  if (rows < blas::kGemvRows) {
-    blas::linear(xc.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(in),
-                 w.data_ptr<float>(), static_cast<int>(out), py, /*accumulate=*/biased,
-                 /*ldx=*/0, /*ldy=*/0, /*ldw=*/static_cast<int>(w.stride(0)));
-  } else {
-    impl_->panels.multiply_parallel(xc.data_ptr<float>(), rows, /*ldx=*/in, py, /*ldy=*/out,
-                                    /*accumulate=*/biased, /*kstride=*/1,
-                                    row_parts(rows, 2.0 * rows * in * out));
-  }
+  impl_->panels.multiply_parallel(xc.data_ptr<float>(), rows, /*ldx=*/in, py, /*ldy=*/out,
+                                  /*accumulate=*/biased, /*kstride=*/1,
+                                  row_parts(rows, 2.0 * rows * in * out));
   return y;
 }
 

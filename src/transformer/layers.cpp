@@ -51,6 +51,13 @@ at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
   return kernels::linear(h, linear2->weight, linear2->bias);
 }
 
+// The same on packed weights, for inference.
+at::Tensor feed_forward(const at::Tensor& x, const kernels::PackedLinear& linear1,
+                        const kernels::PackedLinear& linear2, const LayerOptions& o) {
+  auto h = linear1(x);
+  return linear2(o.activation() == Activation::Gelu ? at::gelu(h) : at::relu_(h));
+}
+
 // One sublayer with its residual connection: x + f(norm(x)) pre-norm, norm(x + f(x)) post-norm.
 template <typename F>
 at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, bool norm_first, const F& f) {
@@ -61,8 +68,8 @@ at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, bool norm_f
 // the attention weights.
 at::Tensor attention_block(MultiheadAttention& attn, const at::Tensor& q, const at::Tensor& kv,
                            const at::Tensor& mask, at::Tensor* weights, const LayerOptions& o,
-                           bool training) {
-  auto out = attn->forward(q, kv, kv, mask, /*need_weights=*/weights != nullptr);
+                           bool training, const PackedProjections* packed = nullptr) {
+  auto out = attn->forward(q, kv, kv, mask, /*need_weights=*/weights != nullptr, packed);
   if (weights) *weights = out.weights;
   return residual_dropout(out.output, o, training);
 }
@@ -91,16 +98,25 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(LayerOptions options_)
 }
 
 at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask,
-                                                at::Tensor* weights) {
+                                                at::Tensor* weights,
+                                                const PackedEncoderLayer* packed) {
   check_width(x, options.d_model(), "TransformerEncoderLayer");
   const bool training = is_training(), pre = options.norm_first();
+  TORCH_CHECK(!packed || !training, "TransformerEncoderLayer: packed weights are for eval mode");
   auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
-    return attention_block(self_attn, y, y, mask, weights, options, training);
+    return attention_block(self_attn, y, y, mask, weights, options, training,
+                           packed ? &packed->self_attn : nullptr);
   });
   return residual(h, norm2, pre, [&](const at::Tensor& y) {
+    if (packed) return feed_forward(y, packed->linear1, packed->linear2, options);
     return residual_dropout(feed_forward(y, linear1, linear2, options, training), options,
                             training);
   });
+}
+
+PackedEncoderLayer TransformerEncoderLayerImpl::pack() {
+  return {self_attn->pack(), kernels::PackedLinear(linear1->weight, linear1->bias),
+          kernels::PackedLinear(linear2->weight, linear2->bias)};
 }
 
 // ---- decoder layer ----
@@ -143,12 +159,13 @@ at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::T
   });
 }
 
-void TransformerDecoderLayerImpl::project_memory(const at::Tensor& memory, LayerCache& cache) {
+void TransformerDecoderLayerImpl::project_memory(const at::Tensor& memory, LayerCache& cache,
+                                                 const PackedDecoderLayer* packed) {
   const int64_t d = options.d_model(), heads = options.nhead();
   auto& attn = *multihead_attn;
   auto w = attn.in_proj_weight.narrow(0, d, 2 * d);  // [W_k; W_v]: one product for both
   auto b = attn.in_proj_bias.defined() ? attn.in_proj_bias.narrow(0, d, 2 * d) : at::Tensor();
-  auto kv = kernels::linear(memory, w, b)  // [A, S, 2D]
+  auto kv = (packed ? packed->cross_kv(memory) : kernels::linear(memory, w, b))  // [A, S, 2D]
                 .view({memory.size(0), memory.size(1), 2, heads, d / heads})
                 .permute({2, 0, 3, 1, 4});  // [2, A, H, S, d]
   cache.memory_keys = kv[0].contiguous();
@@ -229,10 +246,8 @@ at::Tensor TransformerDecoderLayerImpl::step(const at::Tensor& x, LayerCache& ca
               "mode (dropout off)");
   check_width(x, options.d_model(), "TransformerDecoderLayer::step");
   auto ff = [&](const at::Tensor& h) {
-    if (!packed) return feed_forward(h, linear1, linear2, options, /*training=*/false);
-    auto inner = packed->linear1(h);
-    return packed->linear2(options.activation() == Activation::Gelu ? at::gelu(inner)
-                                                                    : at::relu_(inner));
+    return packed ? feed_forward(h, packed->linear1, packed->linear2, options)
+                  : feed_forward(h, linear1, linear2, options, /*training=*/false);
   };
   auto self = [&](const at::Tensor& h) { return self_attention_step(h, cache, packed); };
   auto cross = [&](const at::Tensor& h) {
@@ -253,12 +268,17 @@ TransformerEncoderImpl::TransformerEncoderImpl(const LayerOptions& options, int6
   register_module("norm", norm);
 }
 
+TransformerEncoderLayerImpl& TransformerEncoderImpl::layer(size_t i) {
+  return *layers[i]->as<TransformerEncoderLayerImpl>();
+}
+
 at::Tensor TransformerEncoderImpl::forward(const at::Tensor& x, const at::Tensor& mask,
-                                           std::vector<LayerAttention>* weights) {
+                                           std::vector<LayerAttention>* weights,
+                                           const std::vector<PackedEncoderLayer>& packed) {
   auto h = x;
-  for (const auto& m : *layers) {
+  for (size_t i = 0; i < layers->size(); ++i) {
     at::Tensor w;
-    h = m->as<TransformerEncoderLayerImpl>()->forward(h, mask, weights ? &w : nullptr);
+    h = layer(i).forward(h, mask, weights ? &w : nullptr, packed.empty() ? nullptr : &packed[i]);
     if (weights) weights->push_back({w, {}});
   }
   return norm(h);

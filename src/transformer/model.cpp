@@ -19,6 +19,7 @@ using torch::nn::EmbeddingOptions;
 
 namespace {
 const std::vector<PackedDecoderLayer> kNoPacking;
+const std::vector<PackedEncoderLayer> kNoEncoding;
 // Positions up to this length come from a table made once; longer ones are computed when asked.
 constexpr int64_t kPositionTable = 1024;
 }  // namespace
@@ -115,14 +116,17 @@ at::Tensor TransformerModelImpl::embed(Embedding& embedding, const at::Tensor& t
 }
 
 Encoded TransformerModelImpl::encode(const at::Tensor& source, const at::Tensor& lengths,
-                                     AttentionMaps* maps) {
+                                     AttentionMaps* maps, bool packed) {
   TORCH_CHECK(source.dim() == 2, "TransformerModel: source must be [B, S] but has shape ",
               source.sizes());
   Encoded e;
   e.mask = padding_mask(lengths, source.size(1)).squeeze(1);  // [B, S]
   std::vector<LayerAttention> weights;
+  const auto weights_packed =
+      packed && !is_training() && !at::GradMode::is_enabled() ? packed_weights() : nullptr;
   e.memory = transformer->encoder->forward(embed(source_embedding, source, 0), e.mask.unsqueeze(1),
-                                           maps ? &weights : nullptr);
+                                           maps ? &weights : nullptr,
+                                           weights_packed ? weights_packed->encoder : kNoEncoding);
   if (maps)
     for (auto& w : weights) maps->encoder_self.push_back(w.self);
   return e;
@@ -149,22 +153,28 @@ at::Tensor TransformerModelImpl::project(const at::Tensor& features) {
   return kernels::linear(features, output_weight(), output_bias_);
 }
 
+std::shared_ptr<const PackedDecoding> TransformerModelImpl::packed_weights() {
+  if (output_weight().scalar_type() != at::kFloat) return nullptr;
+  auto self = std::dynamic_pointer_cast<TransformerModelImpl>(shared_from_this());
+  return derived_weights<PackedDecoding>(self, [&] {
+    auto p = std::make_shared<PackedDecoding>();
+    for (int64_t i = 0; i < options.encoder_layers(); ++i)
+      p->encoder.push_back(transformer->encoder->layer(i).pack());
+    for (int64_t i = 0; i < options.decoder_layers(); ++i)
+      p->layers.push_back(transformer->decoder->layer(i).pack());
+    p->output = kernels::PackedLinear(output_weight(), output_bias_);
+    return std::shared_ptr<const PackedDecoding>(std::move(p));
+  });
+}
+
 DecodingState TransformerModelImpl::start(const Encoded& encoded, bool packed) {
   DecodingState state;
-  if (packed && output_weight().scalar_type() == at::kFloat) {
-    auto self = std::dynamic_pointer_cast<TransformerModelImpl>(shared_from_this());
-    state.packed = derived_weights<PackedDecoding>(self, [&] {
-      auto p = std::make_shared<PackedDecoding>();
-      for (int64_t i = 0; i < options.decoder_layers(); ++i)
-        p->layers.push_back(transformer->decoder->layer(i).pack());
-      p->output = kernels::PackedLinear(output_weight(), output_bias_);
-      return std::shared_ptr<const PackedDecoding>(std::move(p));
-    });
-  }
+  if (packed) state.packed = packed_weights();
   state.memory_mask = encoded.mask;
   state.layers.resize(options.decoder_layers());
   for (int64_t i = 0; i < options.decoder_layers(); ++i)
-    transformer->decoder->layer(i).project_memory(encoded.memory, state.layers[i]);
+    transformer->decoder->layer(i).project_memory(
+        encoded.memory, state.layers[i], state.packed ? &state.packed->layers[i] : nullptr);
   return state;
 }
 

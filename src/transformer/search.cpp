@@ -7,7 +7,8 @@ namespace attnkit::transformer {
 
 TransformerStepDecoder::TransformerStepDecoder(TransformerModel& model, const at::Tensor& source,
                                                const at::Tensor& lengths)
-    : model_(model), state_(model->start(model->encode(source, lengths))) {}
+    : model_(model),
+      state_(model->start(model->encode(source, lengths, /*maps=*/nullptr, /*packed=*/true))) {}
 
 seq2seq::StepDecoder::Step TransformerStepDecoder::step(const at::Tensor& tokens) {
   Step out;

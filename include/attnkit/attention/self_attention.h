@@ -5,6 +5,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "attnkit/attention/attention.h"
+#include "attnkit/kernels/packed_linear.h"
 
 namespace attnkit {
 
@@ -45,6 +46,12 @@ struct MultiheadOutput {
 // Multi-head scaled-dot attention with an output projection. Parameter names and layout match
 // torch.nn.MultiheadAttention (in_proj_weight [3E, E], in_proj_bias [3E], out_proj.{weight,bias}),
 // so its state_dict loads as is.
+// MultiheadAttention's in- and out-projections packed for inference (kernels/packed_linear.h):
+// self-attention takes one product against the whole in-projection.
+struct PackedProjections {
+  kernels::PackedLinear in_proj, out_proj;
+};
+
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   explicit MultiheadAttentionImpl(MultiheadAttentionOptions options);
@@ -55,7 +62,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // CPU without attention dropout run kernels::fused_attention (the [Tq, Tk] weights are then
   // never stored for the backward pass); the reference path is the same math.
   MultiheadOutput forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                          const at::Tensor& mask = {}, bool need_weights = true);
+                          const at::Tensor& mask = {}, bool need_weights = true,
+                          const PackedProjections* packed = nullptr);
+  // The projections packed once, for inference with unchanging weights (a translation
+  // model's encoder): forward(..., packed) then streams them instead of packing per call.
+  PackedProjections pack();
 
   MultiheadAttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;

@@ -10,10 +10,11 @@
 // Why it exists: kernels::linear packs the weight on every call, and at a decoding step of a
 // beam search (160 rows of 256 against the 2767 x 256 output layer) that packing cost as much as
 // the product (26 % against 30 % of a Transformer's beam search in the profile). Packed once per
-// set of weights, a step only streams it. Below blas::kGemvRows rows each row is one GEMV, as
-// BLAS does few rows best. The products are src/kernels/packed_gemm.h's, so every output element
-// is one sum in ascending k whatever the rows or threads; kernels::linear is the reference
-// (tests/test_transformer.cpp holds the packed decoding step to the composite one).
+// set of weights, a step only streams it, whatever the rows: one to three rows take the
+// packed product's wide blocks (several panels at once), as fast as a GEMV and independent of
+// which kernels OpenBLAS picked for the CPU. The products are src/kernels/packed_gemm.h's, so every
+// output element is one sum in ascending k whatever the rows or threads; kernels::linear is the
+// reference (tests/test_transformer.cpp holds the packed decoding step to the composite one).
 namespace attnkit::kernels {
 
 class PackedLinear {

@@ -48,13 +48,20 @@ struct LayerAttention {
   at::Tensor cross;  // [B, H, Tq, S] (decoder layers)
 };
 
+// An encoder layer's weights packed once for translation (kernels/packed_linear.h).
+struct PackedEncoderLayer {
+  PackedProjections self_attn;
+  kernels::PackedLinear linear1, linear2;
+};
+
 class TransformerEncoderLayerImpl : public torch::nn::Module {
  public:
   explicit TransformerEncoderLayerImpl(LayerOptions options);
   // x [B, S, D], mask broadcastable to [B, S, S] -> [B, S, D]. `weights`, if given, receives the
-  // self-attention weights [B, H, S, S].
+  // self-attention weights [B, H, S, S]. `packed` (inference only): pack()'s products.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask = {},
-                     at::Tensor* weights = nullptr);
+                     at::Tensor* weights = nullptr, const PackedEncoderLayer* packed = nullptr);
+  PackedEncoderLayer pack();
 
   LayerOptions options;
   MultiheadAttention self_attn{nullptr};
@@ -87,7 +94,8 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
 
   // ---- incremental decoding (eval mode) ----
   // The cross-attention keys and values of `memory` [A, S, D] into cache.memory_*.
-  void project_memory(const at::Tensor& memory, LayerCache& cache);
+  void project_memory(const at::Tensor& memory, LayerCache& cache,
+                      const PackedDecoderLayer* packed = nullptr);
   // One step for N = A x width rows, sentence-major: x [N, D] is each row's newest position;
   // its self-attention key and value join the cache. memory_mask [A, S] (bool, true = real).
   // `cross_weights`, if given, receives [N, H, S]. `packed` (from pack()): the products on
@@ -116,9 +124,12 @@ TORCH_MODULE(TransformerDecoderLayer);
 class TransformerEncoderImpl : public torch::nn::Module {
  public:
   TransformerEncoderImpl(const LayerOptions& options, int64_t num_layers);
-  // `weights`, if given, receives each layer's self-attention weights.
+  // `weights`, if given, receives each layer's self-attention weights; `packed`: one per layer
+  // (inference only), or empty for the reference products.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask = {},
-                     std::vector<LayerAttention>* weights = nullptr);
+                     std::vector<LayerAttention>* weights = nullptr,
+                     const std::vector<PackedEncoderLayer>& packed = {});
+  TransformerEncoderLayerImpl& layer(size_t i);
   torch::nn::ModuleList layers{nullptr};
   torch::nn::LayerNorm norm{nullptr};
 };

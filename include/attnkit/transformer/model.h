@@ -56,6 +56,7 @@ struct AttentionMaps {
 // The decoder's weights packed once for incremental decoding: kept per model across searches and
 // threads, rebuilt when training or loading changes a parameter.
 struct PackedDecoding {
+  std::vector<PackedEncoderLayer> encoder;
   std::vector<PackedDecoderLayer> layers;
   kernels::PackedLinear output;
 };
@@ -80,9 +81,10 @@ class TransformerModelImpl : public torch::nn::Module {
   // N(0, d^-1/2) so that, scaled by sqrt(d), they start at unit size; biases zero.
   void reset_parameters();
 
-  // source [B, S] token ids (0 = padding), lengths [B].
-  Encoded encode(const at::Tensor& source, const at::Tensor& lengths,
-                 AttentionMaps* maps = nullptr);
+  // source [B, S] token ids (0 = padding), lengths [B]. packed = true (eval mode, no
+  // gradients, float32): the encoder's products on weights packed once per model, as decoding's.
+  Encoded encode(const at::Tensor& source, const at::Tensor& lengths, AttentionMaps* maps = nullptr,
+                 bool packed = false);
   // Teacher forcing: target_in [B, T] (starting with <sos>) -> the output layer's input
   // [B, T, D] (after the final norm).
   at::Tensor decode(const at::Tensor& target_in, const Encoded& encoded,
@@ -105,6 +107,9 @@ class TransformerModelImpl : public torch::nn::Module {
   Transformer transformer{nullptr};
 
  private:
+  // Every product's weights packed once per set of weights (core/derived_weights.h); null when
+  // they cannot be (not float32).
+  std::shared_ptr<const PackedDecoding> packed_weights();
   // Embedding x sqrt(d) + positions [offset, offset + T), dropout: [B, T] -> [B, T, D].
   at::Tensor embed(torch::nn::Embedding& embedding, const at::Tensor& tokens, int64_t offset);
   at::Tensor positions_;      // [1024, D], not a parameter: made, never saved
