@@ -87,6 +87,15 @@ TEST(PackedGemm, ParallelPackingAndRowsChangeNothing) {
       .multiply_parallel(x.data_ptr<float>(), m, k, three.data_ptr<float>(), n, false, 1, 3);
   EXPECT_TRUE(at::equal(one, three));
   EXPECT_TRUE(at::allclose(one, at::matmul(x, w.t()), 1e-3, 1e-3));
+  // Too few rows for the parts: they split the columns instead.
+  for (int64_t rows : {1, 3, 9}) {
+    auto alone = at::empty({rows, n}), split = at::empty({rows, n});
+    Panels<float>::transposed(w.data_ptr<float>(), n, k, k)
+        .multiply(x.data_ptr<float>(), rows, k, alone.data_ptr<float>(), n, false);
+    Panels<float>::transposed(w.data_ptr<float>(), n, k, k)
+        .multiply_parallel(x.data_ptr<float>(), rows, k, split.data_ptr<float>(), n, false, 1, 3);
+    EXPECT_TRUE(at::equal(alone, split)) << rows << " rows";
+  }
 }
 
 TEST(PackedGemm, DecoderShapes) {

@@ -56,8 +56,9 @@ class Panels {
                       int64_t kstride, int64_t k_begin, int64_t k_end, int64_t col_begin,
                       int64_t col_end) const;
 
-  // The same with x's rows split between `parts` threads in contiguous blocks: for products too
-  // large for one thread that are not already inside a kernel's row parts.
+  // The same with x's rows split between `parts` threads in contiguous blocks, or, when there are
+  // too few rows for that, op(B)'s panels: for products too large for one thread that are not
+  // already inside a kernel's row parts. Either way every element is the same sum.
   void multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                          int64_t kstride, int64_t parts) const;
 

@@ -43,9 +43,13 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
   if (biased)
     for (int64_t r = 0; r < rows; ++r)
       std::copy_n(impl_->bias.data_ptr<float>(), out, py + r * out);
+  // Few rows (a decoding step) split the weight's columns when each part still streams at least
+  // 64 Ki weights (256 KiB): a pool worker takes a part within microseconds (part_pool.h).
+  const int64_t parts =
+      rows >= 8 ? row_parts(rows, 2.0 * rows * in * out)
+                : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
   impl_->panels.multiply_parallel(xc.data_ptr<float>(), rows, /*ldx=*/in, py, /*ldy=*/out,
-                                  /*accumulate=*/biased, /*kstride=*/1,
-                                  row_parts(rows, 2.0 * rows * in * out));
+                                  /*accumulate=*/biased, /*kstride=*/1, parts);
   return y;
 }
 

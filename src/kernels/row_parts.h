@@ -16,6 +16,7 @@
 
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/one_part.h"
+#include "part_pool.h"
 
 namespace attnkit::kernels {
 
@@ -47,9 +48,9 @@ inline int64_t row_parts(int64_t rows, double flops) {
                            std::min<int64_t>(row_parts(rows), static_cast<int64_t>(flops / 8e6)));
 }
 
-// fn(RowPart) for parts 0..parts-1, the caller running part 0, on threads of their own: under
-// ThreadPolicy::Kernels neither LibTorch's pool nor OpenBLAS's has a thread to spare, and
-// their idle workers would spin on the cores the parts need.
+// fn(RowPart) for parts 0..parts-1, the caller running part 0, on threads of attnkit's own
+// (part_pool.h): under ThreadPolicy::Kernels neither LibTorch's pool nor OpenBLAS's has a
+// thread to spare, and their idle workers would spin on the cores the parts need.
 template <typename Fn>
 void for_each_row_part(int64_t parts, const Fn& fn) {
   std::vector<std::exception_ptr> errors(parts);
@@ -61,7 +62,12 @@ void for_each_row_part(int64_t parts, const Fn& fn) {
       errors[j] = std::current_exception();
     }
   };
-  std::vector<std::thread> helpers;
+  if (parts > 1 && run_parts_on_pool(parts, run)) {
+    for (const auto& error : errors)
+      if (error) std::rethrow_exception(error);
+    return;
+  }
+  std::vector<std::thread> helpers;  // the pool is busy with another caller's job
   for (int64_t j = 1; j < parts; ++j) helpers.emplace_back(run, j);
   run(0);
   for (auto& helper : helpers) helper.join();
