@@ -9,6 +9,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
+#include "attnkit/po/catalog.h"
 
 namespace attnkit::data {
 namespace fs = std::filesystem;
@@ -110,96 +111,18 @@ std::vector<CatalogEntry> read_mo(const std::string& path) {
 }
 
 std::vector<CatalogEntry> read_po(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
   std::vector<CatalogEntry> entries;
-  CatalogEntry current;
-  bool fuzzy = false, has_entry = false;
-  std::string* target = nullptr;
-  std::string line;
-  size_t no = 0;
-  auto finish = [&] {
-    if (has_entry) {
-      current.fuzzy = fuzzy;
-      entries.push_back(std::move(current));
-    }
-    current = CatalogEntry();
-    fuzzy = has_entry = false;
-    target = nullptr;
-  };
-  auto unquote = [&](std::string_view s) {
-    auto q1 = s.find('"'), q2 = s.rfind('"');
-    if (q1 == std::string_view::npos || q2 == q1)
-      throw Error(path + ":" + std::to_string(no) + ": expected a quoted string");
-    std::string out;
-    for (size_t i = q1 + 1; i < q2; ++i) {
-      if (s[i] != '\\' || i + 1 >= q2) {
-        out.push_back(s[i]);
-        continue;
-      }
-      const char c = s[++i];
-      out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c);
-    }
-    return out;
-  };
-  while (std::getline(in, line)) {
-    ++no;
-    std::string_view l = text::strip_eol(line);
-    if (no == 1) l = text::strip_bom(l);
-    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
-    if (l.empty()) {
-      finish();
-      continue;
-    }
-    if (l.rfind("#,", 0) == 0) {  // flags describe the entry that follows
-      if (has_entry) finish();
-      if (l.find("fuzzy") != std::string_view::npos) fuzzy = true;
-      continue;
-    }
-    if (l[0] == '#') continue;
-    if (l[0] == '"') {
-      if (!target)
-        throw Error(path + ":" + std::to_string(no) +
-                    ": a string continuation with no keyword before it");
-      *target += unquote(l);
-      continue;
-    }
-    auto keyword = l.substr(0, l.find_first_of(" \t"));
-    // A msgctxt or msgid after a msgstr starts the next entry (blank lines are optional).
-    if ((keyword == "msgctxt" || keyword == "msgid") && !current.msgstr.empty()) finish();
-    has_entry = true;
-    if (keyword == "msgctxt") {
-      current.context = unquote(l);
-      target = &current.context;
-    } else if (keyword == "msgid") {
-      current.msgid = unquote(l);
-      target = &current.msgid;
-    } else if (keyword == "msgid_plural") {
-      current.msgid_plural = unquote(l);
-      target = &current.msgid_plural;
-    } else if (keyword.rfind("msgstr", 0) == 0) {
-      size_t index = 0;
-      if (keyword.size() > 6) {
-        // msgstr[N]: N a plural form's index. Languages have at most six forms; anything but one
-        // or two digits is a damaged file, not a reason to allocate or to read past the entry.
-        const auto digits = keyword.substr(7, keyword.size() > 8 ? keyword.size() - 8 : 0);
-        const bool ok =
-            keyword[6] == '[' && keyword.back() == ']' && !digits.empty() && digits.size() <= 2 &&
-            std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-        if (!ok)
-          throw Error(path + ":" + std::to_string(no) + ": bad keyword '" + std::string(keyword) +
-                      "' (a plural form is msgstr[0] to msgstr[99])");
-        index = std::stoul(std::string(digits));
-      }
-      if (current.msgstr.size() <= index) current.msgstr.resize(index + 1);
-      current.msgstr[index] = unquote(l);
-      target = &current.msgstr[index];
-    } else {
-      throw Error(path + ":" + std::to_string(no) + ": unknown keyword '" + std::string(keyword) +
-                  "'");
-    }
+  auto catalog = po::Catalog::read(path);
+  for (auto& e : catalog.entries()) {
+    if (e.obsolete) continue;
+    CatalogEntry c;
+    c.context = std::move(e.context);
+    c.msgid = std::move(e.msgid);
+    c.msgid_plural = std::move(e.msgid_plural);
+    c.msgstr = std::move(e.msgstr);
+    c.fuzzy = e.fuzzy();
+    entries.push_back(std::move(c));
   }
-  finish();
   return entries;
 }
 
