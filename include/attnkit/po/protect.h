@@ -1,0 +1,62 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// What a sentence model must not garble in a software string, taken out before the model sees
+// the line and put back after.
+//
+// A model trained on sentences cannot be trusted to copy "%1$s", "<a href=...>", "--help" or the
+// "_" of a GTK accelerator: a garbled placeholder crashes the program that prints the string,
+// and `msgfmt --check` rejects the catalog. So every such span is replaced by a placeholder the
+// model has seen thousands of times (the span itself when it is a printf or brace placeholder,
+// else "%s"), the tokenizers keep placeholders as single tokens, and restore() puts each span
+// back where the model's attention says it belongs: the span's multiset in the output equals the
+// source's by construction (tests/test_po_protect.cpp), whatever the model emitted.
+namespace attnkit::po {
+
+// One line of a message (no '\n'), taken apart.
+struct Protected {
+  std::string text;                // what the model translates
+  std::vector<std::string> spans;  // the masked spans, in source order (one mask token each)
+  std::string lead, trail;         // leading and trailing whitespace, restored as they were
+  std::string open, close;         // markup wrapping the whole line ("<b>" ... "</b>")
+  std::string suffix;              // a trailing ":", "..." or "…"
+  char accelerator = 0;            // '_' (GTK), '&' (Qt/KDE), '~' (LibreOffice), or 0
+  char key = 0;                    // the accelerator's letter, as written
+};
+
+// The kinds of span protect() masks, in the order it tries them at each position.
+enum class SpanKind { Placeholder, Variable, Tag, Entity, Url, Email, Path, Option, Tab };
+const char* to_string(SpanKind kind);
+
+// The length of the protected span starting at s[i] and its kind, or 0.
+size_t span_length(std::string_view s, size_t i, SpanKind* kind = nullptr);
+// Every protected span of `s`, in order.
+std::vector<std::string> spans(std::string_view s, std::vector<SpanKind>* kinds = nullptr);
+
+// The accelerator marker of a short label ("_Open", "E_xit", "&File", "~Save"), and its
+// position, or 0: exactly one marker, before a letter or digit, in a label of at most six words.
+char find_accelerator(std::string_view s, size_t* at = nullptr);
+
+Protected protect(std::string_view line);
+
+// The translation of p.text, with each span back in place. `target_tokens` are the model's
+// output tokens; `attention` its [rows >= tokens, source tokens] map; `source_tokens` the
+// tokenized p.text, where the masks are the placeholder tokens (data::is_placeholder) in order.
+// A span the model dropped goes before the target token that attended to its mask most; a
+// placeholder the model added is removed. `detokenize` joins tokens.
+std::string restore(const Protected& p, const std::vector<std::string>& target_tokens,
+                    const at::Tensor& attention, const std::vector<std::string>& source_tokens,
+                    const std::function<std::string(const std::vector<std::string>&)>& detokenize);
+
+// Whether everything protect() guards in `source` survives in `translation`: the same multiset
+// of spans, the accelerator ("(_F)" or the marker itself), leading and trailing whitespace, and
+// per line. What `po stats` checks and the tests hold restore() to.
+bool survives(std::string_view source, std::string_view translation);
+
+}  // namespace attnkit::po

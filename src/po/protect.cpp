@@ -1,0 +1,383 @@
+#include "attnkit/po/protect.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "attnkit/data/text.h"
+#include "attnkit/data/tokenizer.h"
+
+namespace attnkit::po {
+namespace {
+
+bool alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)); }
+bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)); }
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool starts(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
+
+size_t variable_length(std::string_view s, size_t i) {  // ${var} or $VAR
+  if (s[i] != '$' || i + 1 >= s.size()) return 0;
+  if (s[i + 1] == '{') {
+    const auto close = s.find('}', i + 2);
+    return close != std::string_view::npos && close > i + 2 && close - i < 64 ? close - i + 1 : 0;
+  }
+  if (!alpha(s[i + 1]) && s[i + 1] != '_') return 0;
+  size_t j = i + 1;
+  while (j < s.size() && (alnum(s[j]) || s[j] == '_')) ++j;
+  return j - i;
+}
+
+size_t tag_length(std::string_view s, size_t i) {  // <b>, </b>, <a href="...">, <br/>
+  if (s[i] != '<') return 0;
+  size_t j = i + 1;
+  if (j < s.size() && s[j] == '/') ++j;
+  if (j >= s.size() || !alpha(s[j])) return 0;
+  for (; j < s.size() && j - i < 400; ++j) {
+    if (s[j] == '>') return j - i + 1;
+    if (s[j] == '<' || s[j] == '\n') return 0;
+  }
+  return 0;
+}
+
+size_t entity_length(std::string_view s, size_t i) {  // &amp; &#169; &#x263A;
+  if (s[i] != '&') return 0;
+  size_t j = i + 1;
+  if (j < s.size() && s[j] == '#') {
+    ++j;
+    if (j < s.size() && (s[j] == 'x' || s[j] == 'X')) ++j;
+  }
+  const size_t name = j;
+  while (j < s.size() && alnum(s[j]) && j - i < 12) ++j;
+  return j > name && j < s.size() && s[j] == ';' ? j - i + 1 : 0;
+}
+
+// A run up to whitespace or a delimiter, less trailing sentence punctuation.
+size_t run_length(std::string_view s, size_t i, size_t min) {
+  size_t j = i;
+  while (j < s.size() && !space(s[j]) &&
+         std::string_view("<>\"'").find(s[j]) == std::string_view::npos)
+    ++j;
+  while (j > i && std::string_view(".,;:!?)").find(s[j - 1]) != std::string_view::npos) --j;
+  return j - i >= min ? j - i : 0;
+}
+
+bool word_start(std::string_view s, size_t i) {
+  return i == 0 || space(s[i - 1]) ||
+         std::string_view("([\"'=").find(s[i - 1]) != std::string_view::npos;
+}
+
+size_t url_length(std::string_view s, size_t i) {
+  for (std::string_view scheme : {"https://", "http://", "ftp://", "file://", "www."})
+    if (starts(s, i, scheme)) return run_length(s, i, scheme.size() + 1);
+  return 0;
+}
+
+size_t email_length(std::string_view s, size_t i) {
+  auto local = [](char c) {
+    return alnum(c) || std::string_view("._%+-").find(c) != std::string_view::npos;
+  };
+  if (!word_start(s, i) || !local(s[i])) return 0;
+  size_t at = i;
+  while (at < s.size() && local(s[at])) ++at;
+  if (at == i || at >= s.size() || s[at] != '@') return 0;
+  size_t j = at + 1;
+  bool dot = false;
+  while (j < s.size() && (alnum(s[j]) || s[j] == '-' || s[j] == '.')) dot |= s[j++] == '.';
+  while (j > at + 1 && s[j - 1] == '.') --j;
+  return dot && j > at + 3 ? j - i : 0;
+}
+
+size_t path_length(std::string_view s, size_t i) {  // /etc/fstab, ~/.config, ./configure
+  if (!word_start(s, i)) return 0;
+  size_t body = 0;
+  if (starts(s, i, "~/") || starts(s, i, "./"))
+    body = i + 2;
+  else if (s[i] == '/')
+    body = i + 1;
+  else
+    return 0;
+  if (body >= s.size() || !(alnum(s[body]) || s[body] == '.' || s[body] == '_')) return 0;
+  return run_length(s, i, 2);
+}
+
+size_t option_length(std::string_view s, size_t i) {  // --help, -v, --width=N
+  if (!word_start(s, i) || s[i] != '-') return 0;
+  size_t j = i + 1;
+  if (j < s.size() && s[j] == '-') ++j;
+  if (j >= s.size() || !alpha(s[j])) return 0;
+  while (j < s.size() && (alnum(s[j]) || s[j] == '-' || s[j] == '_')) ++j;
+  if (j < s.size() && s[j] == '=') {
+    ++j;
+    while (j < s.size() && !space(s[j]) && s[j] != ']' && s[j] != ')') ++j;
+  }
+  // "-based" inside prose is a word, not an option; an option is followed by a boundary.
+  if (j < s.size() && !space(s[j]) &&
+      std::string_view(",.;:)]").find(s[j]) == std::string_view::npos)
+    return 0;
+  return j - i;
+}
+
+size_t words(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!space(s[i]) && (i == 0 || space(s[i - 1]))) ++n;
+  return n;
+}
+
+std::string sentinel(size_t j) { return "{attnkit" + std::to_string(j) + "}"; }
+
+bool has_cjk(std::string_view s) {
+  for (char32_t c : text::decode(s))
+    if (text::is_cjk(c)) return true;
+  return false;
+}
+
+std::string strip_trailing_punctuation(std::string s) {
+  for (bool again = true; again;) {
+    again = false;
+    for (std::string_view p : {":", "：", "...", "…", "。", ".", " "})
+      if (s.size() > p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0) {
+        s.resize(s.size() - p.size());
+        again = true;
+      }
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(SpanKind kind) {
+  switch (kind) {
+    case SpanKind::Placeholder:
+      return "placeholder";
+    case SpanKind::Variable:
+      return "variable";
+    case SpanKind::Tag:
+      return "markup";
+    case SpanKind::Entity:
+      return "entity";
+    case SpanKind::Url:
+      return "url";
+    case SpanKind::Email:
+      return "email";
+    case SpanKind::Path:
+      return "path";
+    case SpanKind::Option:
+      return "option";
+    case SpanKind::Tab:
+      return "tab";
+  }
+  return "?";
+}
+
+size_t span_length(std::string_view s, size_t i, SpanKind* kind) {
+  if (i >= s.size()) return 0;
+  const std::pair<SpanKind, size_t (*)(std::string_view, size_t)> recognisers[] = {
+      {SpanKind::Placeholder, data::placeholder_length},
+      {SpanKind::Variable, variable_length},
+      {SpanKind::Tag, tag_length},
+      {SpanKind::Entity, entity_length},
+      {SpanKind::Url, url_length},
+      {SpanKind::Email, email_length},
+      {SpanKind::Path, path_length},
+      {SpanKind::Option, option_length}};
+  if (s[i] == '\t') {
+    if (kind) *kind = SpanKind::Tab;
+    return 1;
+  }
+  for (const auto& [k, length] : recognisers)
+    if (size_t n = length(s, i)) {
+      if (kind) *kind = k;
+      return n;
+    }
+  return 0;
+}
+
+std::vector<std::string> spans(std::string_view s, std::vector<SpanKind>* kinds) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    SpanKind kind;
+    if (size_t n = span_length(s, i, &kind)) {
+      out.emplace_back(s.substr(i, n));
+      if (kinds) kinds->push_back(kind);
+      i += n;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+char find_accelerator(std::string_view s, size_t* at) {
+  if (words(s) > 6) return 0;
+  char found = 0;
+  size_t where = 0;
+  for (char marker : {'_', '&', '~'}) {
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      if (s[i] != marker) continue;
+      if (marker == '&' && entity_length(s, i)) continue;
+      // A marker before anything but a letter or digit, or a second one, is not an accelerator.
+      if (!alnum(s[i + 1]) || found) return 0;
+      // "GTK_THEME" is an identifier, not an accelerator.
+      if (marker == '_' && i > 0 && std::isupper(static_cast<unsigned char>(s[i - 1])) &&
+          std::isupper(static_cast<unsigned char>(s[i + 1])))
+        return 0;
+      found = marker;
+      where = i;
+    }
+  }
+  if (found && at) *at = where;
+  return found;
+}
+
+Protected protect(std::string_view line) {
+  Protected p;
+  size_t b = 0, e = line.size();
+  while (b < e && space(line[b])) ++b;
+  while (e > b && space(line[e - 1])) --e;
+  p.lead = std::string(line.substr(0, b));
+  p.trail = std::string(line.substr(e));
+  std::string body(line.substr(b, e - b));
+  // Markup around the whole line.
+  while (size_t n = tag_length(body, 0)) {
+    if (n == body.size()) break;
+    p.open += body.substr(0, n);
+    body.erase(0, n);
+  }
+  for (size_t open = body.rfind('<');
+       open != std::string::npos && open > 0 && tag_length(body, open) == body.size() - open;
+       open = body.rfind('<')) {
+    p.close = body.substr(open) + p.close;
+    body.resize(open);
+  }
+  for (std::string_view suffix : {"...", "…", ":"})
+    if (body.size() > suffix.size() &&
+        body.compare(body.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      p.suffix = std::string(suffix);
+      body.resize(body.size() - suffix.size());
+      break;
+    }
+  size_t at = 0;
+  if ((p.accelerator = find_accelerator(body, &at))) {
+    p.key = body[at + 1];
+    body.erase(at, 1);
+  }
+  for (size_t i = 0; i < body.size();) {
+    SpanKind kind;
+    if (size_t n = span_length(body, i, &kind)) {
+      const std::string span = body.substr(i, n);
+      p.spans.push_back(span);
+      // The model knows printf and brace placeholders; every other span reads as an argument.
+      const bool known = kind == SpanKind::Placeholder && span != "%%";
+      const std::string mask = known ? span : "%s";
+      const bool pad_left = !p.text.empty() && !space(p.text.back()),
+                 pad_right = i + n < body.size() && !space(body[i + n]);
+      p.text += (pad_left ? " " : "") + mask + (pad_right ? " " : "");
+      i += n;
+    } else {
+      p.text.push_back(body[i++]);
+    }
+  }
+  return p;
+}
+
+std::string restore(const Protected& p, const std::vector<std::string>& target_tokens,
+                    const at::Tensor& attention, const std::vector<std::string>& source_tokens,
+                    const std::function<std::string(const std::vector<std::string>&)>& detokenize) {
+  const size_t k = p.spans.size();
+  std::vector<int64_t> masks;  // source position of span j's mask
+  for (size_t s = 0; s < source_tokens.size() && masks.size() < k; ++s)
+    if (data::is_placeholder(source_tokens[s])) masks.push_back(static_cast<int64_t>(s));
+  std::vector<size_t> rows;  // target positions of placeholders
+  for (size_t t = 0; t < target_tokens.size(); ++t)
+    if (data::is_placeholder(target_tokens[t])) rows.push_back(t);
+  const bool aligned = attention.defined() && attention.dim() == 2 &&
+                       attention.size(0) >= static_cast<int64_t>(target_tokens.size()) &&
+                       attention.size(1) >= static_cast<int64_t>(source_tokens.size());
+  const at::Tensor a = aligned ? attention.to(at::kFloat).contiguous() : at::Tensor();
+  auto weight = [&](size_t row, size_t j) {
+    return aligned ? a[static_cast<int64_t>(row)][masks[j]].item<float>() : 0.f;
+  };
+  // Each output placeholder takes the span whose mask it attended to most (greedy, best pairs
+  // first; ties to the earlier span, so that without attention the order is the source's).
+  std::vector<std::tuple<float, size_t, size_t>> pairs;
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t j = 0; j < masks.size(); ++j) pairs.emplace_back(-weight(rows[r], j), j, r);
+  std::sort(pairs.begin(), pairs.end());
+  std::vector<int> span_of_row(rows.size(), -1);
+  std::vector<bool> placed(k, false);
+  for (const auto& [w, j, r] : pairs)
+    if (span_of_row[r] < 0 && !placed[j]) {
+      span_of_row[r] = static_cast<int>(j);
+      placed[j] = true;
+    }
+  // A span the model dropped goes before the token that attended to its mask most.
+  std::multimap<size_t, size_t> before;  // target position -> span
+  for (size_t j = 0; j < k; ++j) {
+    if (placed[j]) continue;
+    size_t best = target_tokens.size();
+    if (aligned && j < masks.size() && !target_tokens.empty())
+      best = static_cast<size_t>(a.narrow(0, 0, static_cast<int64_t>(target_tokens.size()))
+                                     .select(1, masks[j])
+                                     .argmax()
+                                     .item<int64_t>());
+    before.emplace(best, j);
+  }
+  std::vector<std::string> tokens;
+  size_t next_row = 0;
+  for (size_t t = 0; t <= target_tokens.size(); ++t) {
+    for (auto [it, end] = before.equal_range(t); it != end; ++it)
+      tokens.push_back(sentinel(it->second));
+    if (t == target_tokens.size()) break;
+    if (next_row < rows.size() && rows[next_row] == t) {
+      if (span_of_row[next_row] >= 0) tokens.push_back(sentinel(span_of_row[next_row]));
+      ++next_row;
+      continue;
+    }
+    tokens.push_back(target_tokens[t]);
+  }
+  std::string body = detokenize(tokens);
+  if (!p.suffix.empty()) body = strip_trailing_punctuation(body);
+  for (size_t j = 0; j < k; ++j) {
+    const std::string s = sentinel(j);
+    const auto at = body.find(s);
+    if (at != std::string::npos) body.replace(at, s.size(), p.spans[j]);
+  }
+  if (p.accelerator) {
+    const char key = static_cast<char>(std::toupper(static_cast<unsigned char>(p.key)));
+    body += std::string("(") + p.accelerator + key + ")";
+  }
+  std::string suffix = p.suffix;
+  if (suffix == ":" && has_cjk(body)) suffix = "：";  // zh_CN translators write "：" 5 to 1
+  return p.lead + p.open + body + suffix + p.close + p.trail;
+}
+
+bool survives(std::string_view source, std::string_view translation) {
+  auto sorted = [](std::string_view s) {
+    auto v = spans(s);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (sorted(source) != sorted(translation)) return false;
+  size_t at = 0;
+  if (char marker = find_accelerator(source, &at)) {
+    const std::string upper(
+        1, static_cast<char>(std::toupper(static_cast<unsigned char>(source[at + 1]))));
+    const std::string lower(
+        1, static_cast<char>(std::tolower(static_cast<unsigned char>(source[at + 1]))));
+    const std::string m(1, marker);
+    if (translation.find(m + upper) == std::string_view::npos &&
+        translation.find(m + lower) == std::string_view::npos)
+      return false;
+  }
+  auto lead = [](std::string_view s) { return s.substr(0, s.find_first_not_of(" \t\n")); };
+  auto trail = [](std::string_view s) {
+    const auto last = s.find_last_not_of(" \t\n");
+    return last == std::string_view::npos ? s : s.substr(last + 1);
+  };
+  return lead(source) == lead(translation) && trail(source) == trail(translation);
+}
+
+}  // namespace attnkit::po

@@ -1,0 +1,112 @@
+// What must survive a model's translation of a software string (include/attnkit/po/protect.h):
+// protect() takes it out, restore() puts it back where the attention says, whatever the model
+// emitted.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "attnkit/data/tokenizer.h"
+#include "attnkit/po/protect.h"
+
+using namespace attnkit;
+using po::Protected;
+
+namespace {
+
+std::string join(const std::vector<std::string>& tokens) {
+  return data::make_chinese_tokenizer()->detokenize(tokens);
+}
+
+// The model's output for p.text given as tokens, with an attention map in which target token
+// t looked at source token looks[t].
+std::string restore(const Protected& p, const std::vector<std::string>& target,
+                    const std::vector<int64_t>& looks) {
+  const auto source =
+      data::make_english_tokenizer(/*lower=*/true, /*normalize=*/false)->tokenize(p.text);
+  auto attention = at::full(
+      {static_cast<int64_t>(target.size()) + 1, static_cast<int64_t>(source.size())}, 0.01f);
+  for (size_t t = 0; t < looks.size(); ++t) attention[t][looks[t]] = 0.9f;
+  return po::restore(p, target, attention, source, join);
+}
+
+}  // namespace
+
+TEST(PoProtect, FindsEveryKindOfSpan) {
+  std::vector<po::SpanKind> kinds;
+  const auto s = po::spans(
+      "Copy %1$s to {dest} in ${HOME} or $TMPDIR: <b>see</b> &amp; https://example.org/x, "
+      "mail bugs@example.org, edit ~/.config/a.conf or /etc/fstab, run --help or -v\tnow "
+      "(100%% e-mail file-based)",
+      &kinds);
+  EXPECT_EQ(
+      s, (std::vector<std::string>{"%1$s", "{dest}", "${HOME}", "$TMPDIR", "<b>", "</b>", "&amp;",
+                                   "https://example.org/x", "bugs@example.org", "~/.config/a.conf",
+                                   "/etc/fstab", "--help", "-v", "\t", "%%"}));
+  EXPECT_EQ(kinds[7], po::SpanKind::Url);
+  EXPECT_EQ(kinds[8], po::SpanKind::Email);
+  EXPECT_EQ(kinds[11], po::SpanKind::Option);
+}
+
+TEST(PoProtect, FindsAcceleratorsOnlyInLabels) {
+  size_t at = 0;
+  EXPECT_EQ(po::find_accelerator("_Open", &at), '_');
+  EXPECT_EQ(at, 0u);
+  EXPECT_EQ(po::find_accelerator("E_xit", &at), '_');
+  EXPECT_EQ(at, 1u);
+  EXPECT_EQ(po::find_accelerator("Save &As"), '&');
+  EXPECT_EQ(po::find_accelerator("~Save"), '~');
+  EXPECT_EQ(po::find_accelerator("Fish &amp; Chips"), 0);
+  EXPECT_EQ(po::find_accelerator("Set GTK_THEME"), 0);
+  EXPECT_EQ(po::find_accelerator("_One _Two"), 0);
+  EXPECT_EQ(po::find_accelerator("Edit ~/.bashrc"), 0);
+  EXPECT_EQ(po::find_accelerator("This sentence has far too many words for a _menu label"), 0);
+}
+
+TEST(PoProtect, TakesApartWhatTheModelMustNotSee) {
+  const auto p = po::protect("  <b>_Save %s to <i>%s</i> now...</b>\n");
+  EXPECT_EQ(p.lead, "  ");
+  EXPECT_EQ(p.trail, "\n");
+  EXPECT_EQ(p.open, "<b>");
+  EXPECT_EQ(p.close, "</b>");
+  EXPECT_EQ(p.suffix, "...");
+  EXPECT_EQ(p.accelerator, '_');
+  EXPECT_EQ(p.key, 'S');
+  EXPECT_EQ(p.text, "Save %s to %s %s %s now");
+  EXPECT_EQ(p.spans, (std::vector<std::string>{"%s", "<i>", "%s", "</i>"}));
+  const auto q = po::protect("Open ~/.config/app.conf");
+  EXPECT_EQ(q.text, "Open %s");
+}
+
+TEST(PoProtect, RestorePutsSpansWhereTheAttentionSays) {
+  // "Copy %1$s to %2$s" -> 将 %2$s 复制到 %1$s: the model swapped the arguments; each output
+  // placeholder takes the span it looked at.
+  const auto p = po::protect("Copy %1$s to %2$s");
+  ASSERT_EQ(p.text, "Copy %1$s to %2$s");  // source tokens: copy %1$s to %2$s
+  EXPECT_EQ(restore(p, {"将", "%1$s", "复", "制", "到", "%1$s"}, {0, 3, 0, 0, 2, 1}),
+            "将%2$s复制到%1$s");
+  // The model dropped a placeholder: it goes before the token that looked at its mask.
+  EXPECT_EQ(restore(p, {"复", "制", "到", "%1$s"}, {0, 0, 3, 1}), "复制%2$s到%1$s");
+  // The model made one up: it is removed.
+  EXPECT_EQ(restore(p, {"%1$s", "复", "制", "%s", "到", "%2$s"}, {1, 0, 0, 0, 2, 3}),
+            "%1$s复制到%2$s");
+}
+
+TEST(PoProtect, RestoreRebuildsAcceleratorsSuffixesMarkupAndWhitespace) {
+  const auto p = po::protect("  <b>_Save as:</b>");
+  EXPECT_EQ(restore(p, {"另", "存", "为", "："}, {0, 0, 1, 1}), "  <b>另存为(_S)：</b>");
+  const auto q = po::protect("&Open...");
+  EXPECT_EQ(restore(q, {"打", "开"}, {0, 0}), "打开(&O)...");
+  const auto r = po::protect("See <a href=\"https://example.org\">the manual</a> for --help");
+  EXPECT_EQ(r.text, "See %s the manual %s for %s");
+  EXPECT_EQ(restore(r, {"参", "见", "%s", "手", "册", "%s", "的", "%s"}, {0, 0, 1, 3, 3, 4, 5, 6}),
+            "参见<a href=\"https://example.org\">手册</a>的--help");
+}
+
+TEST(PoProtect, SurvivesChecksSpansAcceleratorsAndWhitespace) {
+  EXPECT_TRUE(po::survives("Copy %1$s to %2$s", "将 %2$s 复制到 %1$s"));
+  EXPECT_FALSE(po::survives("Copy %1$s to %2$s", "将 %2$s 复制到 %1$"));
+  EXPECT_TRUE(po::survives("_Save", "保存(_S)"));
+  EXPECT_FALSE(po::survives("_Save", "保存"));
+  EXPECT_FALSE(po::survives("<b>Bold</b>", "<b>粗体"));
+  EXPECT_FALSE(po::survives("Name:\n", "名称："));
+  EXPECT_TRUE(po::survives("  --help\n", "  --help\n"));
+}
