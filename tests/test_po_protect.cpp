@@ -56,6 +56,11 @@ TEST(PoProtect, FindsAcceleratorsOnlyInLabels) {
   EXPECT_EQ(po::find_accelerator("~Save"), '~');
   EXPECT_EQ(po::find_accelerator("Fish &amp; Chips"), 0);
   EXPECT_EQ(po::find_accelerator("Set GTK_THEME"), 0);
+  EXPECT_EQ(po::find_accelerator("Pre_ferences"), '_');
+  EXPECT_EQ(po::find_accelerator("Open file_name"), 0);
+  EXPECT_EQ(po::find_accelerator("TZ='America/Los_Angeles' date"), 0);
+  EXPECT_EQ(po::find_accelerator("Up to date with $pretty_name"), 0);
+  EXPECT_EQ(po::find_accelerator("<no .debug_addr section>"), 0);
   EXPECT_EQ(po::find_accelerator("_One _Two"), 0);
   EXPECT_EQ(po::find_accelerator("Edit ~/.bashrc"), 0);
   EXPECT_EQ(po::find_accelerator("This sentence has far too many words for a _menu label"), 0);
@@ -83,8 +88,18 @@ TEST(PoProtect, RestorePutsSpansWhereTheAttentionSays) {
   ASSERT_EQ(p.text, "Copy %1$s to %2$s");  // source tokens: copy %1$s to %2$s
   EXPECT_EQ(restore(p, {"将", "%1$s", "复", "制", "到", "%1$s"}, {0, 3, 0, 0, 2, 1}),
             "将%2$s复制到%1$s");
+  // Sequential conversions keep the source's order whatever the model did ("%s" must stay the
+  // first argument), as do the system-dependent and star forms.
+  const auto q = po::protect("Wrote %s in %d ms");
+  EXPECT_EQ(restore(q, {"%d", "毫", "秒", "写", "入", "%s"}, {4, 3, 3, 0, 0, 2}), "%s毫秒写入%d");
+  const auto r = po::protect("%s:%<PRIuMAX>: is not sorted: %.*s");
+  EXPECT_EQ(r.spans, (std::vector<std::string>{"%s", "%<PRIuMAX>", "%.*s"}));
+  EXPECT_EQ(r.close, "");
   // The model dropped a placeholder: it goes before the token that looked at its mask.
   EXPECT_EQ(restore(p, {"复", "制", "到", "%1$s"}, {0, 0, 3, 1}), "复制%2$s到%1$s");
+  // Stray "%" tokens are dropped: no new (or broken) conversion reaches the catalog.
+  EXPECT_EQ(restore(p, {"复", "制", "%", "\"", "%1$s", "到", "%2$s"}, {0, 0, 0, 0, 1, 2, 3}),
+            "复制\"%1$s到%2$s");
   // The model made one up: it is removed.
   EXPECT_EQ(restore(p, {"%1$s", "复", "制", "%s", "到", "%2$s"}, {1, 0, 0, 0, 2, 3}),
             "%1$s复制到%2$s");
@@ -109,4 +124,11 @@ TEST(PoProtect, SurvivesChecksSpansAcceleratorsAndWhitespace) {
   EXPECT_FALSE(po::survives("<b>Bold</b>", "<b>粗体"));
   EXPECT_FALSE(po::survives("Name:\n", "名称："));
   EXPECT_TRUE(po::survives("  --help\n", "  --help\n"));
+  EXPECT_FALSE(po::survives("Copy %s", "复制 %s %d"));      // an extra argument
+  EXPECT_TRUE(po::survives("Copy %s", "复制 %s -system"));  // an extra "option" is only text
+  EXPECT_TRUE(po::survives("%<PRIdMAX> bytes", "%<PRIdMAX> 字节"));
+  EXPECT_FALSE(po::survives("%<PRIdMAX> bytes", "<PRIdMAX> 字节"));
+  // Spans end where the translation's CJK text begins.
+  EXPECT_TRUE(po::survives("Run --help or see https://example.org/x now",
+                           "运行--help或参见https://example.org/x。"));
 }

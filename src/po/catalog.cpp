@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -438,16 +439,29 @@ Catalog Catalog::parse(std::string bytes, const std::string& path) {
   return c;
 }
 
-std::string Catalog::header_field(const std::string& name) const {
-  for (const auto& e : entries_) {
+namespace {
+
+// The header's line for `name` ("Name: value"), or nullopt.
+std::optional<std::string> header_line(const std::vector<Entry>& entries, const std::string& name) {
+  for (const auto& e : entries) {
     if (!e.is_header() || e.msgstr.empty()) continue;
     std::istringstream lines(e.msgstr[0]);
     for (std::string l; std::getline(lines, l);)
       if (l.size() > name.size() && l.compare(0, name.size(), name) == 0 && l[name.size()] == ':')
         return std::string(trim(std::string_view(l).substr(name.size() + 1)));
-    return "";
+    return std::nullopt;
   }
-  return "";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Catalog::header_field(const std::string& name) const {
+  return header_line(entries_, name).value_or("");
+}
+
+bool Catalog::header_has_field(const std::string& name) const {
+  return header_line(entries_, name).has_value();
 }
 
 void Catalog::set_header_field(const std::string& name, const std::string& value) {

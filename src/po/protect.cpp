@@ -17,6 +17,42 @@ bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)); }
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool starts(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
 
+// A printf placeholder (data::placeholder_length), or one of gettext's system-dependent ones
+// ("%<PRIdMAX>", which msgfmt expands per platform).
+size_t printf_length(std::string_view s, size_t i) {
+  if (starts(s, i, "%<PRI")) {
+    size_t j = i + 5;
+    while (j < s.size() && alnum(s[j])) ++j;
+    if (j < s.size() && s[j] == '>') return j - i + 1;
+  }
+  if (size_t n = data::placeholder_length(s, i)) return n;
+  // A width or precision taken from the arguments: "%*d", "%.*s", "%-*.*f".
+  if (s[i] != '%') return 0;
+  size_t j = i + 1;
+  while (j < s.size() && std::string_view("-+ #0'").find(s[j]) != std::string_view::npos) ++j;
+  bool star = false;
+  auto number = [&] {
+    if (j < s.size() && s[j] == '*')
+      star = true, ++j;
+    else
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+  };
+  number();
+  if (j < s.size() && s[j] == '.') ++j, number();
+  while (j < s.size() && std::string_view("hlLqjzt").find(s[j]) != std::string_view::npos) ++j;
+  return star && j < s.size() &&
+                 std::string_view("diouxXeEfFgGaAcsp").find(s[j]) != std::string_view::npos
+             ? j - i + 1
+             : 0;
+}
+
+// A conversion that takes the next argument ("%s", "%.*s", "%<PRIdMAX>"), as opposed to a
+// numbered ("%1$s") or named ("%(name)s") one, or "%%": their order is the program's.
+bool sequential(const std::string& span) {
+  return span.size() > 1 && span[0] == '%' && span[1] != '%' && span[1] != '(' &&
+         span.find('$') == std::string::npos;
+}
+
 size_t variable_length(std::string_view s, size_t i) {  // ${var} or $VAR
   if (s[i] != '$' || i + 1 >= s.size()) return 0;
   if (s[i + 1] == '{') {
@@ -56,15 +92,17 @@ size_t entity_length(std::string_view s, size_t i) {  // &amp; &#169; &#x263A;
 // A run up to whitespace or a delimiter, less trailing sentence punctuation.
 size_t run_length(std::string_view s, size_t i, size_t min) {
   size_t j = i;
-  while (j < s.size() && !space(s[j]) &&
+  // Stops at non-ASCII too: in a translation a span is often followed by a CJK character.
+  while (j < s.size() && !space(s[j]) && static_cast<unsigned char>(s[j]) < 0x80 &&
          std::string_view("<>\"'").find(s[j]) == std::string_view::npos)
     ++j;
   while (j > i && std::string_view(".,;:!?)").find(s[j - 1]) != std::string_view::npos) --j;
   return j - i >= min ? j - i : 0;
 }
 
+// After a space, an opening delimiter or a non-ASCII character (a translation's CJK text).
 bool word_start(std::string_view s, size_t i) {
-  return i == 0 || space(s[i - 1]) ||
+  return i == 0 || space(s[i - 1]) || static_cast<unsigned char>(s[i - 1]) >= 0x80 ||
          std::string_view("([\"'=").find(s[i - 1]) != std::string_view::npos;
 }
 
@@ -113,7 +151,7 @@ size_t option_length(std::string_view s, size_t i) {  // --help, -v, --width=N
     while (j < s.size() && !space(s[j]) && s[j] != ']' && s[j] != ')') ++j;
   }
   // "-based" inside prose is a word, not an option; an option is followed by a boundary.
-  if (j < s.size() && !space(s[j]) &&
+  if (j < s.size() && !space(s[j]) && static_cast<unsigned char>(s[j]) < 0x80 &&
       std::string_view(",.;:)]").find(s[j]) == std::string_view::npos)
     return 0;
   return j - i;
@@ -175,7 +213,7 @@ const char* to_string(SpanKind kind) {
 size_t span_length(std::string_view s, size_t i, SpanKind* kind) {
   if (i >= s.size()) return 0;
   const std::pair<SpanKind, size_t (*)(std::string_view, size_t)> recognisers[] = {
-      {SpanKind::Placeholder, data::placeholder_length},
+      {SpanKind::Placeholder, printf_length},
       {SpanKind::Variable, variable_length},
       {SpanKind::Tag, tag_length},
       {SpanKind::Entity, entity_length},
@@ -214,16 +252,26 @@ char find_accelerator(std::string_view s, size_t* at) {
   if (words(s) > 6) return 0;
   char found = 0;
   size_t where = 0;
+  std::vector<bool> in_span(s.size(), false);  // "$pretty_name", "<no .debug_addr section>"
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = span_length(s, i);
+    for (size_t k = i; k < i + n; ++k) in_span[k] = true;
+    i += std::max<size_t>(n, 1);
+  }
   for (char marker : {'_', '&', '~'}) {
     for (size_t i = 0; i + 1 < s.size(); ++i) {
-      if (s[i] != marker) continue;
-      if (marker == '&' && entity_length(s, i)) continue;
+      if (s[i] != marker || in_span[i]) continue;
       // A marker before anything but a letter or digit, or a second one, is not an accelerator.
       if (!alnum(s[i + 1]) || found) return 0;
-      // "GTK_THEME" is an identifier, not an accelerator.
-      if (marker == '_' && i > 0 && std::isupper(static_cast<unsigned char>(s[i - 1])) &&
-          std::isupper(static_cast<unsigned char>(s[i + 1])))
-        return 0;
+      // Inside a word, GTK's marker sits in a capitalised word before a lowercase letter
+      // ("E_xit", "Pre_ferences"); "GTK_THEME", "file_name", "Los_Angeles" are identifiers.
+      if (marker == '_' && i > 0 && alnum(s[i - 1])) {
+        size_t w = i;
+        while (w > 0 && alnum(s[w - 1])) --w;
+        if (!std::isupper(static_cast<unsigned char>(s[w])) ||
+            !std::islower(static_cast<unsigned char>(s[i + 1])))
+          return 0;
+      }
       found = marker;
       where = i;
     }
@@ -232,7 +280,7 @@ char find_accelerator(std::string_view s, size_t* at) {
   return found;
 }
 
-Protected protect(std::string_view line) {
+Protected protect(std::string_view line, bool accelerators) {
   Protected p;
   size_t b = 0, e = line.size();
   while (b < e && space(line[b])) ++b;
@@ -247,7 +295,8 @@ Protected protect(std::string_view line) {
     body.erase(0, n);
   }
   for (size_t open = body.rfind('<');
-       open != std::string::npos && open > 0 && tag_length(body, open) == body.size() - open;
+       open != std::string::npos && open > 0 && body[open - 1] != '%' &&  // not "%<PRIdMAX>"
+       tag_length(body, open) == body.size() - open;
        open = body.rfind('<')) {
     p.close = body.substr(open) + p.close;
     body.resize(open);
@@ -260,7 +309,7 @@ Protected protect(std::string_view line) {
       break;
     }
   size_t at = 0;
-  if ((p.accelerator = find_accelerator(body, &at))) {
+  if (accelerators && (p.accelerator = find_accelerator(body, &at))) {
     p.key = body[at + 1];
     body.erase(at, 1);
   }
@@ -270,7 +319,7 @@ Protected protect(std::string_view line) {
       const std::string span = body.substr(i, n);
       p.spans.push_back(span);
       // The model knows printf and brace placeholders; every other span reads as an argument.
-      const bool known = kind == SpanKind::Placeholder && span != "%%";
+      const bool known = data::is_placeholder(span) && span != "%%";
       const std::string mask = known ? span : "%s";
       const bool pad_left = !p.text.empty() && !space(p.text.back()),
                  pad_right = i + n < body.size() && !space(body[i + n]);
@@ -336,8 +385,20 @@ std::string restore(const Protected& p, const std::vector<std::string>& target_t
       ++next_row;
       continue;
     }
-    tokens.push_back(target_tokens[t]);
+    // A stray "%", "{", "}" or "$" of the model's could make a placeholder that is not in the
+    // source (msgfmt --check rejects "%\""): the only ones in the output are the restored spans.
+    const auto& token = target_tokens[t];
+    if (token.find_first_of("%{}$") != std::string::npos) continue;
+    tokens.push_back(token);
   }
+  // The model may have swapped "%s ... %d"; a C program would then read its arguments as the
+  // wrong types. Sequential conversions go back in the source's order, wherever they stand.
+  std::vector<size_t> at, ids;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    for (size_t j = 0; j < k; ++j)
+      if (tokens[t] == sentinel(j) && sequential(p.spans[j])) at.push_back(t), ids.push_back(j);
+  std::sort(ids.begin(), ids.end());
+  for (size_t n = 0; n < at.size(); ++n) tokens[at[n]] = sentinel(ids[n]);
   std::string body = detokenize(tokens);
   if (!p.suffix.empty()) body = strip_trailing_punctuation(body);
   for (size_t j = 0; j < k; ++j) {
@@ -355,12 +416,32 @@ std::string restore(const Protected& p, const std::vector<std::string>& target_t
 }
 
 bool survives(std::string_view source, std::string_view translation) {
-  auto sorted = [](std::string_view s) {
-    auto v = spans(s);
-    std::sort(v.begin(), v.end());
-    return v;
+  // Placeholders and variables: the same multiset (an extra one reads a missing argument),
+  // scanned at every position of both. The other spans: each of the source's occurs in the
+  // translation as often (as text: a model's stray "-" before "--help" must not hide it).
+  auto arguments = [](std::string_view s) {
+    std::map<std::string, int> n;
+    for (size_t i = 0; i < s.size();) {
+      size_t len = printf_length(s, i);
+      if (!len && s[i] == '$') len = variable_length(s, i);
+      if (len) ++n[std::string(s.substr(i, len))];
+      i += std::max<size_t>(len, 1);
+    }
+    return n;
   };
-  if (sorted(source) != sorted(translation)) return false;
+  if (arguments(source) != arguments(translation)) return false;
+  std::vector<SpanKind> kinds;
+  const auto all = spans(source, &kinds);
+  std::map<std::string, int> needed;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (kinds[i] != SpanKind::Placeholder && kinds[i] != SpanKind::Variable) ++needed[all[i]];
+  for (const auto& [span, n] : needed) {
+    int found = 0;
+    for (size_t at = translation.find(span); at != std::string_view::npos;
+         at = translation.find(span, at + span.size()))
+      ++found;
+    if (found < n) return false;
+  }
   size_t at = 0;
   if (char marker = find_accelerator(source, &at)) {
     const std::string upper(

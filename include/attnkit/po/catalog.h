@@ -62,6 +62,7 @@ class Catalog {
 
   // The header entry's field ("Language", "Plural-Forms", ...), empty when absent.
   std::string header_field(const std::string& name) const;
+  bool header_has_field(const std::string& name) const;
   // Sets a header field (appended when absent); the header is re-rendered on write.
   void set_header_field(const std::string& name, const std::string& value);
   // The number of plural forms the header's Plural-Forms declares, or 0 when absent/unparsable.

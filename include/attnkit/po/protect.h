@@ -43,7 +43,8 @@ std::vector<std::string> spans(std::string_view s, std::vector<SpanKind>* kinds 
 // position, or 0: exactly one marker, before a letter or digit, in a label of at most six words.
 char find_accelerator(std::string_view s, size_t* at = nullptr);
 
-Protected protect(std::string_view line);
+// `accelerators`: look for one (a one-line message; the lines of help texts have none).
+Protected protect(std::string_view line, bool accelerators = true);
 
 // The translation of p.text, with each span back in place. `target_tokens` are the model's
 // output tokens; `attention` its [rows >= tokens, source tokens] map; `source_tokens` the
