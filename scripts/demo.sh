@@ -27,8 +27,8 @@ fi
 step "3. training Seq2Seq with additive (Bahdanau) attention for ${SECONDS_BUDGET} s"
 rm -rf "$OUT/model"  # each demo trains a new model (train refuses to overwrite one)
 "$BIN" train --train "$OUT/data/train.tsv" --valid "$OUT/data/valid.tsv" --model-dir "$OUT/model" \
-  --source-tokenizer en-lower --target-tokenizer zh --min-freq 2 \
-  --time-limit "$SECONDS_BUDGET" --epochs 30 --valid-bleu-sentences 300
+  --source-tokenizer en-lower --target-tokenizer zh --source-lang en --target-lang zh_CN \
+  --min-freq 2 --time-limit "$SECONDS_BUDGET" --epochs 30 --valid-bleu-sentences 300
 
 step "4. held-out test set: BLEU, chrF, and translations with their strongest alignments"
 "$BIN" eval --model "$OUT/model" --test "$OUT/data/test.tsv" --beam 5 --examples 4

@@ -28,6 +28,7 @@ namespace {
 struct TrainArgs {
   std::string train, valid;
   std::string source_tokenizer = "en-lower", target_tokenizer = "zh";
+  std::string source_lang, target_lang;
   int spm_vocab = 4000;
   size_t min_freq = 1, max_vocab = 0, max_len = 50;
   bool reverse = false, strict = false;
@@ -219,6 +220,9 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
       p.target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
     }
     p.config.arch = seq2seq::parse_arch(a.arch);
+    p.config.source_lang = a.source_lang;
+    p.config.target_lang = a.target_lang;
+    p.config.train_corpus = fs::absolute(a.train).lexically_normal().string();
     if (p.config.arch == seq2seq::Arch::Transformer)
       p.config.transformer = transformer_options(a, p.source_vocab.size(), p.target_vocab.size());
     else
@@ -345,6 +349,10 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--target-tokenizer", a->target_tokenizer,
                   "en | en-lower | en-norm | zh | spm | spm:<model>")
       ->capture_default_str();
+  app->add_option("--source-lang", a->source_lang,
+                  "The source language (e.g. en), recorded in config.json");
+  app->add_option("--target-lang", a->target_lang,
+                  "The target language (e.g. zh_CN): `po translate` refuses catalogs in another");
   app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")
       ->check(checks::at_least(8))
       ->capture_default_str();

@@ -94,6 +94,9 @@ void save_config(const std::string& dir, const ModelConfig& c) {
       {"source_tokenizer", c.source_tokenizer},
       {"target_tokenizer", c.target_tokenizer},
       {"model", c.arch == Arch::Transformer ? transformer_json(c.transformer) : rnn_json(c.model)}};
+  if (!c.source_lang.empty()) j["source_lang"] = c.source_lang;
+  if (!c.target_lang.empty()) j["target_lang"] = c.target_lang;
+  if (!c.train_corpus.empty()) j["train_corpus"] = c.train_corpus;
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
 }
 
@@ -239,6 +242,10 @@ ModelConfig load_config(const std::string& dir) {
     c.arch = j.contains("arch") ? parse_arch(j.at("arch").get<std::string>()) : Arch::Rnn;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
+    for (auto [key, field] :
+         {std::pair{"source_lang", &c.source_lang}, std::pair{"target_lang", &c.target_lang},
+          std::pair{"train_corpus", &c.train_corpus}})
+      if (j.contains(key)) *field = j.at(key).get<std::string>();
     // Numbers through integer() and number(): nlohmann converts 1e87 to int64 without a check
     // (undefined behaviour; found by tests/fuzz/fuzz_model_dir).
     const auto i = [&](const char* key) { return integer(path, m, key); };

@@ -32,6 +32,10 @@ struct ModelConfig {
   transformer::TransformerOptions transformer{1, 1};  // Arch::Transformer
   std::string source_tokenizer = "en";
   std::string target_tokenizer = "zh";
+  // The language pair (train --source-lang/--target-lang, e.g. "en" and "zh_CN"; empty when not
+  // given) and the training pairs' file (absolute): `po translate` checks a catalog's language
+  // against target_lang and reuses the pairs as a translation memory.
+  std::string source_lang, target_lang, train_corpus;
   int64_t source_vocab() const;
   int64_t target_vocab() const;
 };
