@@ -1,0 +1,93 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attnkit/po/catalog.h"
+#include "attnkit/seq2seq/search.h"
+
+namespace attnkit::seq2seq {
+class Translator;
+}
+
+// Pre-translating a catalog for the people who translate it (`attnkit po translate`): every
+// untranslated entry gets a suggestion, from a translation memory when one has the exact message,
+// else from the model through po::protect/restore, marked "#, fuzzy" so that msgfmt ignores it
+// until a person has reviewed it. A translator comment says where each suggestion came from
+// ("attnkit: machine translation" / "attnkit: translation memory (FILE)"); `po stats` counts them.
+namespace attnkit::po {
+
+inline constexpr const char* kModelComment = "attnkit: machine translation";
+inline constexpr const char* kMemoryComment = "attnkit: translation memory";
+
+// Exact matches. Compendium catalogs (the translated, non-fuzzy entries of other .po files) match
+// on context and message, as msgmerge's do; corpus pairs (the model's training data, source TAB
+// target) match on the message alone, whitespace squeezed and the accelerator set aside.
+class Memory {
+ public:
+  void add_catalog(const Catalog& catalog);
+  // Returns the number of pairs read; a missing file is an attnkit::Error.
+  size_t add_corpus(const std::string& tsv_path);
+  size_t size() const { return exact_.size() + loose_.size(); }
+
+  struct Match {
+    std::vector<std::string> msgstr;
+    std::string origin;  // the file it came from
+    bool exact = false;  // context and message matched as they are (no fuzzy mark needed)
+  };
+  // A match for `e` in the catalog's number of plural forms, or nullopt.
+  bool find(const Entry& e, int nplurals, Match& match) const;
+
+ private:
+  std::map<std::tuple<bool, std::string, std::string>, Match> exact_;
+  std::map<std::string, std::pair<std::string, std::string>> loose_;  // key -> (target, file)
+};
+
+// "zh_CN" -> ("zh", "CN"); "sr@latin" -> ("sr", ""); "pt-BR" -> ("pt", "BR").
+std::pair<std::string, std::string> split_language(const std::string& code);
+// Whether a model for `model_lang` may translate a catalog in `catalog_lang`: the same language,
+// and the same region when both name one (zh_CN is not zh_TW).
+bool language_matches(const std::string& model_lang, const std::string& catalog_lang);
+// Plural-Forms for a language gettext's msginit knows by heart ("" when this table does not).
+std::string plural_forms(const std::string& lang);
+
+struct PretranslateOptions {
+  std::string lang;     // the catalog's language (its header's Language: when empty)
+  bool protect = true;  // po::protect/restore around the model (off: measure without)
+  bool use_memory = true;
+  seq2seq::SearchOptions search;
+  size_t batch_size = 32;
+  int parallel_batches = 0;
+  // Called with (done, total) segments while the model translates.
+  std::function<void(size_t, size_t)> on_progress;
+};
+
+struct PretranslateReport {
+  size_t entries = 0;     // messages, the header and obsolete entries excluded
+  size_t translated = 0;  // already translated (left as they are)
+  size_t memory = 0;      // filled from a translation memory
+  size_t model = 0;       // filled by the model
+  size_t copied = 0;      // nothing to translate (no letters): copied from the msgid
+  size_t segments = 0;    // lines the model translated
+  size_t survived = 0;    // filled entries whose protected spans survived (po::survives)
+};
+
+// Fills `catalog`'s untranslated entries (see above) and the header fields msginit fills for a
+// new translation (an empty Language, a template's Plural-Forms and charset). Throws
+// attnkit::Error when the catalog names no language, or one the model was not trained for.
+PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translator,
+                                const Memory& memory, const PretranslateOptions& options);
+
+// What `po stats` prints.
+struct CatalogStats {
+  size_t translated = 0, fuzzy = 0, untranslated = 0, obsolete = 0;
+  size_t memory = 0, model = 0;      // entries whose translator comment names attnkit's source
+  size_t checked = 0, survived = 0;  // translated or fuzzy entries, and those po::survives
+  std::vector<size_t> damaged;       // the msgid lines of the others
+};
+CatalogStats stats(const Catalog& catalog);
+
+}  // namespace attnkit::po

@@ -1,0 +1,307 @@
+#include "attnkit/po/pretranslate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+
+#include "attnkit/core/error.h"
+#include "attnkit/data/corpus.h"
+#include "attnkit/data/text.h"
+#include "attnkit/po/protect.h"
+#include "attnkit/seq2seq/translator.h"
+
+namespace attnkit::po {
+namespace {
+
+// The message as corpus pairs store it: whitespace squeezed, the accelerator marker removed.
+std::string loose_key(const std::string& message, char* key = nullptr) {
+  std::string s = message;
+  size_t at = 0;
+  if (find_accelerator(s, &at)) {
+    if (key) *key = s[at + 1];
+    s.erase(at, 1);
+  }
+  return text::squeeze_spaces(s);
+}
+
+bool has_letters(std::string_view s) {
+  for (char32_t c : text::decode(s))
+    if ((c < 128 && std::isalpha(static_cast<int>(c))) || (c >= 128 && c != 0x2026)) return true;
+  return false;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(s.substr(start, nl - start));
+  lines.push_back(s.substr(start));
+  return lines;
+}
+
+// The model's target language: config.json's target_lang, else what the target tokenizer
+// implies ("zh"), else "" (unknown).
+std::string model_language(const seq2seq::ModelConfig& c) {
+  if (!c.target_lang.empty()) return c.target_lang;
+  if (c.target_tokenizer == "zh") return "zh";
+  return "";
+}
+
+// One line of a message that goes to the model, and how its translation is put back.
+struct Segment {
+  Protected parts;
+  std::string text;  // what the model reads
+};
+
+// A message taken apart into lines: the indexes of its segments among the work list, or -1 for
+// a line kept as it is.
+struct Message {
+  size_t entry = 0, form = 0;  // catalog entry, and which msgstr it fills
+  std::vector<std::string> lines;
+  std::vector<long> segment;
+};
+
+}  // namespace
+
+void Memory::add_catalog(const Catalog& catalog) {
+  for (const auto& e : catalog.entries()) {
+    if (e.obsolete || e.is_header() || e.fuzzy() || !e.translated()) continue;
+    exact_.emplace(std::make_tuple(e.has_context, e.context, e.msgid),
+                   Match{e.msgstr, catalog.path(), true});
+  }
+}
+
+size_t Memory::add_corpus(const std::string& tsv_path) {
+  const auto pairs = data::read_tsv(tsv_path);
+  for (const auto& p : pairs)
+    loose_.emplace(loose_key(p.source), std::make_pair(p.target, tsv_path));
+  return pairs.size();
+}
+
+bool Memory::find(const Entry& e, int nplurals, Match& match) const {
+  const int forms = e.plural() ? std::max(nplurals, 1) : 1;
+  if (auto it = exact_.find(std::make_tuple(e.has_context, e.context, e.msgid));
+      it != exact_.end()) {
+    match = it->second;
+    match.msgstr.resize(forms, match.msgstr.back());
+    return true;
+  }
+  if (e.plural()) return false;  // a corpus pair is one sentence: no plural forms
+  char key = 0;
+  auto it = loose_.find(loose_key(e.msgid, &key));
+  if (it == loose_.end()) return false;
+  std::string target = it->second.first;
+  if (key) target += std::string("(_") + static_cast<char>(std::toupper(key)) + ")";
+  // The corpus squeezed whitespace and dropped accelerators: use it only if what must survive
+  // does (the accelerator marker must also be GTK's, the one the corpus reader strips).
+  if (!survives(e.msgid, target)) return false;
+  match = Match{{target}, it->second.second, false};
+  return true;
+}
+
+std::pair<std::string, std::string> split_language(const std::string& code) {
+  const auto at = code.find('@');
+  const std::string base = code.substr(0, at);
+  const auto sep = base.find_first_of("_-");
+  if (sep == std::string::npos) return {base, ""};
+  std::string region = base.substr(sep + 1);
+  region = region.substr(0, region.find('.'));  // zh_CN.UTF-8
+  return {base.substr(0, sep), region};
+}
+
+bool language_matches(const std::string& model_lang, const std::string& catalog_lang) {
+  auto [ml, mr] = split_language(model_lang);
+  auto [cl, cr] = split_language(catalog_lang);
+  auto lower = [](std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  if (lower(ml) != lower(cl)) return false;
+  return mr.empty() || cr.empty() || lower(mr) == lower(cr);
+}
+
+std::string plural_forms(const std::string& lang) {
+  const std::string l = split_language(lang).first;
+  for (const char* one : {"zh", "ja", "ko", "vi", "th", "id", "ms"})
+    if (l == one) return "nplurals=1; plural=0;";
+  for (const char* two : {"en", "de", "nl", "sv", "da", "no", "nb", "nn", "it", "es", "pt", "fi",
+                          "el", "hu", "et", "eo", "bg", "ca"})
+    if (l == two) return "nplurals=2; plural=(n != 1);";
+  if (l == "fr") return "nplurals=2; plural=(n > 1);";
+  return "";
+}
+
+PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translator,
+                                const Memory& memory, const PretranslateOptions& options) {
+  const std::string lang = options.lang.empty() ? catalog.header_field("Language") : options.lang;
+  if (lang.empty())
+    throw Error(catalog.path() +
+                ": the header names no Language; give the target language with --lang");
+  const std::string model_lang = model_language(translator.config());
+  if (!model_lang.empty() && !language_matches(model_lang, lang))
+    throw Error(catalog.path() + ": a catalog in " + lang + ", but the model translates into " +
+                model_lang + " (config.json target_lang)");
+  // The header fields msginit fills for a new translation, only where a template left them
+  // blank (or, for Plural-Forms, where plural entries need it): an existing .po's header stays.
+  const auto& all = catalog.entries();
+  const bool plurals =
+      std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.plural(); });
+  const std::string forms = catalog.header_field("Plural-Forms");
+  if (catalog.header_has_field("Language") && catalog.header_field("Language").empty())
+    catalog.set_header_field("Language", lang);
+  const bool two_forms =
+      std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.msgstr.size() > 1; });
+  if (catalog.nplurals() == 0 && !plural_forms(lang).empty() &&
+      (forms.find("INTEGER") != std::string::npos || (forms.empty() && plurals && !two_forms)))
+    catalog.set_header_field("Plural-Forms", plural_forms(lang));
+  if (catalog.header_field("Content-Type").find("charset=CHARSET") != std::string::npos)
+    catalog.set_header_field("Content-Type", "text/plain; charset=UTF-8");
+  // The forms each plural entry gets: the header's, else as many as the entries already have
+  // (a catalog whose header lost its Plural-Forms), else the language's.
+  int nplurals = catalog.nplurals();
+  for (const auto& e : all)
+    if (nplurals == 0 && e.plural() && e.msgstr.size() > 1)
+      nplurals = static_cast<int>(e.msgstr.size());
+  nplurals = std::max(nplurals, 1);
+
+  PretranslateReport report;
+  std::vector<Message> messages;
+  std::vector<Segment> segments;
+  std::vector<std::string> lines_of;             // each segment's line as it is in the msgid
+  std::unordered_map<std::string, size_t> seen;  // the same line is translated once
+  auto& entries = catalog.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (e.obsolete || e.is_header()) continue;
+    ++report.entries;
+    if (!e.msgstr.empty() && !e.msgstr[0].empty()) {
+      ++report.translated;
+      continue;
+    }
+    Memory::Match match;
+    if (options.use_memory && memory.find(e, nplurals, match)) {
+      catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact,
+                   {std::string(kMemoryComment) + " (" + match.origin + ")"});
+      ++report.memory;
+      continue;
+    }
+    const int forms = e.plural() ? nplurals : 1;
+    for (int f = 0; f < forms; ++f) {
+      Message m;
+      m.entry = i;
+      m.form = f;
+      m.lines = split_lines(f == 0 ? e.msgid : e.msgid_plural);
+      for (const auto& line : m.lines) {
+        Segment s;
+        s.parts =
+            options.protect ? protect(line, /*accelerators=*/m.lines.size() == 1) : Protected{};
+        s.text = options.protect ? s.parts.text : text::squeeze_spaces(line);
+        if (!has_letters(s.text)) {
+          m.segment.push_back(-1);
+          continue;
+        }
+        auto [it, fresh] = seen.emplace(line, segments.size());
+        if (fresh) {
+          segments.push_back(std::move(s));
+          lines_of.push_back(line);
+        }
+        m.segment.push_back(static_cast<long>(it->second));
+      }
+      messages.push_back(std::move(m));
+    }
+  }
+
+  // The model, in chunks so that progress can be shown.
+  std::vector<std::string> texts;
+  for (const auto& s : segments) texts.push_back(s.text);
+  std::vector<seq2seq::Translation> results;
+  const size_t chunk = std::max<size_t>(options.batch_size * 8, 64);
+  for (size_t start = 0; start < texts.size(); start += chunk) {
+    const std::vector<std::string> part(texts.begin() + start,
+                                        texts.begin() + std::min(texts.size(), start + chunk));
+    auto out =
+        translator.translate(part, options.search, options.batch_size, options.parallel_batches);
+    std::move(out.begin(), out.end(), std::back_inserter(results));
+    if (options.on_progress) options.on_progress(results.size(), texts.size());
+  }
+  report.segments = texts.size();
+
+  const auto& target = translator.target_tokenizer();
+  auto detokenize = [&](const std::vector<std::string>& tokens) {
+    return target.detokenize(tokens);
+  };
+  std::vector<std::string> restored(segments.size());
+  for (size_t s = 0; s < segments.size(); ++s)
+    restored[s] = results[s].target_tokens.empty() ? lines_of[s]  // no output: the line itself
+                  : options.protect
+                      ? restore(segments[s].parts, results[s].target_tokens, results[s].attention,
+                                results[s].source_tokens, detokenize)
+                      : results[s].text;
+
+  // Put the messages together, entry by entry.
+  std::map<size_t, std::vector<std::string>> filled;
+  for (const auto& m : messages) {
+    std::string out;
+    bool any = false;
+    for (size_t l = 0; l < m.lines.size(); ++l) {
+      if (l) out += '\n';
+      if (m.segment[l] < 0) {
+        out += m.lines[l];
+      } else {
+        out += restored[m.segment[l]];
+        any = true;
+      }
+    }
+    auto& msgstr = filled[m.entry];
+    msgstr.resize(std::max(msgstr.size(), m.form + 1));
+    msgstr[m.form] = any || !out.empty() ? out : m.lines[0];
+  }
+  for (auto& [i, msgstr] : filled) {
+    const Entry& e = entries[i];
+    const bool model = std::any_of(messages.begin(), messages.end(), [&](const Message& m) {
+      return m.entry == i &&
+             std::any_of(m.segment.begin(), m.segment.end(), [](long s) { return s >= 0; });
+    });
+    if (survives(e.msgid, msgstr[0])) ++report.survived;
+    if (model) {
+      ++report.model;
+      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, {kModelComment});
+    } else {
+      ++report.copied;  // "%s", "...": the message itself is its translation
+      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true);
+    }
+  }
+  return report;
+}
+
+CatalogStats stats(const Catalog& catalog) {
+  CatalogStats s;
+  for (const auto& e : catalog.entries()) {
+    if (e.is_header()) continue;
+    if (e.obsolete) {
+      ++s.obsolete;
+      continue;
+    }
+    const bool done = !e.msgstr.empty() && !e.msgstr[0].empty();
+    if (!done)
+      ++s.untranslated;
+    else if (e.fuzzy())
+      ++s.fuzzy;
+    else
+      ++s.translated;
+    for (const auto& c : e.comments) {
+      if (c.rfind(kMemoryComment, 0) == 0) ++s.memory;
+      if (c == kModelComment) ++s.model;
+    }
+    if (done) {
+      ++s.checked;
+      if (survives(e.msgid, e.msgstr[0]))
+        ++s.survived;
+      else
+        s.damaged.push_back(e.line);
+    }
+  }
+  return s;
+}
+
+}  // namespace attnkit::po
