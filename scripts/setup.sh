@@ -18,6 +18,7 @@ packages=(
   chromium                # the browser test of the web page
   python3-torch           # PyTorch reference for golden fixtures and benchmarks
   python3-jsonschema      # the HTTP API tests check real responses against web/openapi.json
+  gettext python3-polib   # po translate's tests: msgfmt --check, and an independent .po reader
 )
 # `make fuzz` (scripts/setup.sh --fuzz): clang and libFuzzer, with its sanitizer runtimes.
 if [ "${1:-}" = "--fuzz" ]; then

@@ -1,0 +1,146 @@
+// `attnkit po translate` and `attnkit po stats`: gettext catalogs pre-translated for the people
+// who translate them (include/attnkit/po/pretranslate.h).
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "attnkit/core/error.h"
+#include "attnkit/po/catalog.h"
+#include "attnkit/po/pretranslate.h"
+#include "attnkit/seq2seq/translator.h"
+#include "checks.h"
+#include "commands.h"
+
+namespace attnkit::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct PoTranslateArgs {
+  std::string model, input, out, lang;
+  std::vector<std::string> compendia;
+  bool no_protect = false, no_memory = false, quiet = false;
+  po::PretranslateOptions options;
+};
+
+// The translation memory: the compendia, then the model's training pairs when they are still
+// where training read them.
+po::Memory load_memory(const PoTranslateArgs& a, const seq2seq::Translator& translator) {
+  po::Memory memory;
+  if (a.no_memory) return memory;
+  for (const auto& c : a.compendia) memory.add_catalog(po::Catalog::read(c));
+  const auto& corpus = translator.config().train_corpus;
+  if (!corpus.empty() && fs::exists(corpus))
+    memory.add_corpus(corpus);
+  else if (!corpus.empty() && !a.quiet)
+    std::cerr << "po translate: the training pairs " << corpus
+              << " are gone: no translation memory from them\n";
+  return memory;
+}
+
+int translate(PoTranslateArgs a) {
+  // Read and check everything before the model loads: a malformed catalog costs nothing.
+  auto catalog = po::Catalog::read(a.input);
+  seq2seq::Translator translator(a.model);
+  const auto memory = load_memory(a, translator);
+  a.options.lang = a.lang;
+  a.options.protect = !a.no_protect;
+  a.options.use_memory = !a.no_memory;
+  const bool tty = isatty(STDERR_FILENO);
+  if (!a.quiet)
+    a.options.on_progress = [tty](size_t done, size_t total) {
+      if (tty) std::fprintf(stderr, "\rpo translate: %zu / %zu lines", done, total);
+      if (tty && done == total) std::fprintf(stderr, "\n");
+    };
+  const auto r = po::pretranslate(catalog, translator, memory, a.options);
+  catalog.save(a.out);  // atomic: a failure leaves no partial file
+  if (!a.quiet)
+    std::cerr << a.out << ": " << r.entries << " messages: " << r.translated
+              << " already translated, " << r.memory << " from translation memory, " << r.model
+              << " by the model (" << r.segments << " lines), " << r.copied
+              << " copied (nothing to translate); placeholders, markup and accelerators intact in "
+              << r.survived << " of " << (r.memory + r.model + r.copied)
+              << " filled; suggestions are marked fuzzy for review\n";
+  return 0;
+}
+
+int stats(const std::vector<std::string>& files, const std::string& format) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& f : files) {
+    const auto s = po::stats(po::Catalog::read(f));
+    if (format == "json") {
+      all.push_back({{"file", f},
+                     {"translated", s.translated},
+                     {"fuzzy", s.fuzzy},
+                     {"untranslated", s.untranslated},
+                     {"obsolete", s.obsolete},
+                     {"memory", s.memory},
+                     {"model", s.model},
+                     {"checked", s.checked},
+                     {"intact", s.survived},
+                     {"damaged_lines", s.damaged}});
+      continue;
+    }
+    std::cout << f << ": " << s.translated << " translated, " << s.fuzzy << " fuzzy, "
+              << s.untranslated << " untranslated, " << s.obsolete
+              << " obsolete; filled by attnkit: " << s.memory << " from memory, " << s.model
+              << " by the model; placeholders, markup "
+              << "and accelerators intact in " << s.survived << " of " << s.checked << "\n";
+    for (size_t line : s.damaged)
+      std::cout << f << ":" << line << ": a placeholder, markup, accelerator or surrounding "
+                << "whitespace of the msgid is missing from the translation\n";
+  }
+  if (format == "json") std::cout << all.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_po_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand("po", "Pre-translate gettext catalogs (.po / .pot) for review");
+  app->require_subcommand(1);
+
+  auto* t = app->add_subcommand(
+      "translate",
+      "Fill a catalog's untranslated entries: exact matches from translation memory, the rest by "
+      "the model, marked fuzzy; everything else passes through byte for byte");
+  auto a = std::make_shared<PoTranslateArgs>();
+  t->add_option("input", a->input, "The catalog (.po or .pot)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  t->add_option("--model", a->model, "Model directory from attnkit train")->required();
+  t->add_option("--out", a->out, "The pre-translated catalog (may be the input)")->required();
+  t->add_option("--lang", a->lang, "Target language (default: the header's Language)");
+  t->add_option("--compendium", a->compendia, "Translated catalogs to reuse exact matches from")
+      ->check(CLI::ExistingFile);
+  t->add_flag("--no-memory", a->no_memory, "Do not reuse translation memory (compendia, corpus)");
+  t->add_flag("--no-protect", a->no_protect,
+              "Give the model the raw lines (placeholders, markup, accelerators unprotected)");
+  t->add_option("--beam", a->options.search.beam_size, "Beam size (1: greedy)")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  t->add_option("--batch-size", a->options.batch_size)
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  t->add_flag("--quiet", a->quiet, "No progress or summary on stderr");
+
+  auto* s = app->add_subcommand(
+      "stats", "Translated / fuzzy / untranslated counts, what attnkit filled, what survived");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto format = std::make_shared<std::string>("text");
+  s->add_option("files", *files, "Catalogs")->required()->check(CLI::ExistingFile);
+  s->add_option("--format", *format, "text | json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  return {app,
+          [a, t, files, format] { return t->parsed() ? translate(*a) : stats(*files, *format); },
+          ThreadPolicy::Blas};
+}
+
+}  // namespace attnkit::cli

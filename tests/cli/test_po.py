@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""`attnkit po translate` and `attnkit po stats` end to end, checked with tools that are not
+attnkit's: polib reads the catalogs, gettext's msgfmt --check judges them, and a line diff
+proves that nothing but the filled parts changed.
+Run: ATTNKIT_BIN=build/attnkit /usr/bin/python3 tests/cli/test_po.py
+"""
+import collections
+import difflib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import polib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.environ.get("ATTNKIT_BIN", os.path.join(HERE, "..", "..", "build", "attnkit"))
+TINY_MODEL = os.path.join(HERE, "..", "golden", "tiny_model")
+POT = os.path.join(HERE, "..", "data", "catalog.pot")
+
+# Independent of attnkit's recognisers: printf conversions, brace and shell variables, tags.
+PRINTF = re.compile(r"%(?:\d+\$)?[-+ #0]*\d*(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGaAcsp]|%\([a-z_]+\)s|%%")
+OTHER = re.compile(r"\{[a-z_0-9]+\}|\$\{[A-Za-z_]+\}|</?[a-z]+[^<>]*>|--[a-z]+")
+
+
+def po(*args, check=True):
+    p = subprocess.run([BIN, "--threads", "1", "po", *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise AssertionError(" ".join(args) + " failed:\n" + p.stderr)
+    return p
+
+
+def protected(s):
+    return collections.Counter(PRINTF.findall(s) + OTHER.findall(s))
+
+
+class PoTranslate(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="attnkit_po_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def translate(self, src, *extra, out="out.po"):
+        po("translate", src, "--model", TINY_MODEL, "--out", self.path(out), "--lang", "zh_CN", *extra)
+        return self.path(out)
+
+    def test_fills_untranslated_entries_and_changes_nothing_else(self):
+        out = self.translate(POT)
+        before, after = polib.pofile(POT), polib.pofile(out)
+        self.assertEqual(len(before), len(after))
+        self.assertEqual(len(before.obsolete_entries()), len(after.obsolete_entries()))
+        self.assertEqual(after.metadata["Language"], "zh_CN")
+        self.assertEqual(after.metadata["Plural-Forms"], "nplurals=1; plural=0;")
+        self.assertEqual(after.metadata["Project-Id-Version"], before.metadata["Project-Id-Version"])
+        for b, a in zip(before, after):
+            for field in ("msgctxt", "msgid", "msgid_plural", "occurrences", "comment",
+                          "previous_msgid", "obsolete"):
+                self.assertEqual(getattr(b, field), getattr(a, field), (b.msgid, field))
+            if b.obsolete:
+                self.assertEqual(b.msgstr, a.msgstr)
+                continue
+            self.assertEqual([f for f in a.flags if f != "fuzzy"], [f for f in b.flags if f != "fuzzy"])
+            self.assertIn("fuzzy", a.flags)
+            self.assertIn("attnkit: machine translation", a.tcomment)
+            text = a.msgstr_plural[0] if a.msgid_plural else a.msgstr
+            self.assertTrue(text, a.msgid)
+            # Placeholders, markup, variables and options: the same multiset as the source.
+            self.assertEqual(protected(text), protected(a.msgid), (a.msgid, text))
+            self.assertEqual(text.count("\n"), a.msgid.count("\n"), (a.msgid, text))
+            if a.msgid_plural:
+                self.assertEqual(len(a.msgstr_plural), 1)  # zh_CN has one form
+        self.assertIn("(_S)", after.find("_Save As…", msgctxt="menu").msgstr)
+        self.assertTrue(after.find("_Save As…", msgctxt="menu").msgstr.endswith("(_S)…"))
+        # gettext's own check of the suggestions (fuzzy entries included).
+        check = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", os.devnull, out],
+                               capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stderr)
+        # The line diff: only blank msgstrs, the three template header fields and flag lines
+        # went away; everything added is a comment, a flag, or a msgstr.
+        with open(POT, encoding="utf-8") as f:
+            old = f.read().splitlines()
+        with open(out, encoding="utf-8") as f:
+            new = f.read().splitlines()
+        for line in difflib.ndiff(old, new):
+            if line.startswith("- "):
+                self.assertRegex(line, r'^- (msgstr(\[\d\])? ""|#, .*|"(Language|Content-Type|Plural-Forms): .*)$')
+            elif line.startswith("+ "):
+                self.assertRegex(line, r'^\+ (msgstr|"|# attnkit: |#, fuzzy)')
+
+    def test_nothing_to_translate_gives_an_identical_file(self):
+        out = self.translate(POT)
+        again = self.translate(out, out="again.po")
+        with open(out, "rb") as a, open(again, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+    def test_exact_matches_in_a_compendium_are_reused_not_fuzzy(self):
+        compendium = self.path("compendium.po")
+        with open(compendium, "w", encoding="utf-8") as f:
+            f.write('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                    'msgid "Open the file"\nmsgstr "打开该文件"\n\n'
+                    'msgctxt "toolbar"\nmsgid "_Save As…"\nmsgstr "工具栏另存为(_S)…"\n')
+        out = polib.pofile(self.translate(POT, "--compendium", compendium))
+        e = out.find("Open the file")
+        self.assertEqual(e.msgstr, "打开该文件")
+        self.assertNotIn("fuzzy", e.flags)
+        self.assertIn("attnkit: translation memory (" + compendium + ")", e.tcomment)
+        # Another context is another message.
+        self.assertNotEqual(out.find("_Save As…", msgctxt="menu").msgstr, "工具栏另存为(_S)…")
+        stats = json.loads(po("stats", "--format", "json", self.path("out.po")).stdout)[0]
+        self.assertEqual((stats["translated"], stats["fuzzy"], stats["untranslated"]), (1, 7, 0))
+        self.assertEqual((stats["memory"], stats["model"], stats["obsolete"]), (1, 7, 1))
+        self.assertEqual(stats["intact"], stats["checked"])
+
+    def test_malformed_catalogs_are_errors_naming_the_line_and_nothing_is_written(self):
+        bad = self.path("bad.po")
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write('msgid "a"\nmsgstr ""\n\nmsgid "b\nmsgstr ""\n')
+        out = self.path("out.po")
+        with open(out, "w") as f:
+            f.write("keep me\n")
+        p = po("translate", bad, "--model", TINY_MODEL, "--out", out, "--lang", "zh_CN", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("bad.po:4: unterminated string", p.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read(), "keep me\n")
+
+    def test_a_catalog_in_another_language_is_refused(self):
+        p = po("translate", POT, "--model", TINY_MODEL, "--out", self.path("o.po"), "--lang", "de",
+               check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("a catalog in de, but the model translates into zh", p.stderr)
+        model = self.path("model")
+        shutil.copytree(TINY_MODEL, model)
+        with open(os.path.join(model, "config.json")) as f:
+            config = json.load(f)
+        config["target_lang"] = "zh_TW"
+        with open(os.path.join(model, "config.json"), "w") as f:
+            json.dump(config, f)
+        p = po("translate", POT, "--model", model, "--out", self.path("o.po"), "--lang", "zh_CN",
+               check=False)
+        self.assertIn("a catalog in zh_CN, but the model translates into zh_TW", p.stderr)
+        p = po("translate", POT, "--model", TINY_MODEL, "--out", self.path("o.po"), check=False)
+        self.assertIn("the header names no Language; give the target language with --lang", p.stderr)
+        self.assertFalse(os.path.exists(self.path("o.po")))
+
+    def test_a_gb2312_catalog_is_written_back_in_gb2312(self):
+        src = self.path("gb.po")
+        text = ('msgid ""\nmsgstr ""\n"Language: zh_CN\\n"\n"Content-Type: text/plain; charset=GB2312\\n"\n\n'
+                '#: a.c:1\nmsgid "File"\nmsgstr "文件"\n\nmsgid "Open the file"\nmsgstr ""\n')
+        with open(src, "wb") as f:
+            f.write(text.encode("gb2312"))
+        po("translate", src, "--model", TINY_MODEL, "--out", self.path("out.po"))
+        with open(self.path("out.po"), "rb") as f:
+            raw = f.read()
+        decoded = raw.decode("gb2312")  # raises if any byte is not GB2312
+        head = text[: text.index('msgid "Open')]
+        self.assertTrue(decoded.startswith(head))
+        self.assertEqual(polib.pofile(self.path("out.po")).find("File").msgstr, "文件")
+
+
+if __name__ == "__main__":
+    unittest.main()
