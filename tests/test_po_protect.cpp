@@ -46,6 +46,44 @@ TEST(PoProtect, FindsEveryKindOfSpan) {
   EXPECT_EQ(kinds[11], po::SpanKind::Option);
 }
 
+// Found by the held-out catalogs (docs/po.md): dpkg's "<name>" and net-tools' "<AF>" are words
+// that translators translate, not markup; "in_arcnet" and "IP_ADDRESS" are identifiers that the
+// model split and translated.
+TEST(PoProtect, AngleBracketWordsAreNotMarkupAndIdentifiersAreKept) {
+  std::vector<po::SpanKind> kinds;
+  EXPECT_EQ(po::spans("--%s needs <link> <name> <path>, see <standard input> or <unknown>"),
+            (std::vector<std::string>{"%s"}));
+  EXPECT_EQ(
+      po::spans("<span weight=\"bold\">x</span><br/><A HREF='y'>"),
+      (std::vector<std::string>{"<span weight=\"bold\">", "</span>", "<br/>", "<A HREF='y'>"}));
+  EXPECT_EQ(
+      po::spans("in_arcnet(%s): bad IP_ADDRESS in FIN_WAIT1, Los_Angeles or debug_addr_", &kinds),
+      (std::vector<std::string>{"in_arcnet", "%s", "IP_ADDRESS", "FIN_WAIT1", "Los_Angeles",
+                                "debug_addr"}));
+  EXPECT_EQ(kinds[0], po::SpanKind::Identifier);
+  // Accelerators, variables and paths are not identifiers.
+  EXPECT_TRUE(po::spans("E_xit Pre_ferences _Open").empty());
+  EXPECT_EQ(po::spans("$pretty_name /usr/lib/x_y"),
+            (std::vector<std::string>{"$pretty_name", "/usr/lib/x_y"}));
+}
+
+// corpus gettext --protected: a training pair as po translate will ask for it.
+TEST(PoProtect, TrainingPairsTakeTheProtectedForm) {
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_EQ(po::protect_pair("Results:", "结果："), (Pair{"Results", "结果"}));
+  EXPECT_EQ(po::protect_pair("Installing updates...", "正在安装更新……"),
+            (Pair{"Installing updates", "正在安装更新"}));
+  EXPECT_EQ(po::protect_pair("Run --help for /etc/x.conf", "运行--help 查看 /etc/x.conf"),
+            (Pair{"Run %s for %s", "运行%s 查看 %s"}));
+  EXPECT_EQ(po::protect_pair("<b>Open %s</b>", "<b>打开 %s</b>"), (Pair{"Open %s", "打开 %s"}));
+  // Placeholders stay themselves on both sides; the target keeps its own order.
+  EXPECT_EQ(po::protect_pair("Copy %1$s to %2$s", "把 %2$s 复制到 %1$s"),
+            (Pair{"Copy %1$s to %2$s", "把 %2$s 复制到 %1$s"}));
+  // A target without the span or the wrapping markup is kept as it is.
+  EXPECT_EQ(po::protect_pair("Run --help", "运行帮助"), std::nullopt);
+  EXPECT_EQ(po::protect_pair("<b>Bold</b>", "粗体"), std::nullopt);
+}
+
 TEST(PoProtect, FindsAcceleratorsOnlyInLabels) {
   size_t at = 0;
   EXPECT_EQ(po::find_accelerator("_Open", &at), '_');

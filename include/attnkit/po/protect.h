@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +32,18 @@ struct Protected {
 };
 
 // The kinds of span protect() masks, in the order it tries them at each position.
-enum class SpanKind { Placeholder, Variable, Tag, Entity, Url, Email, Path, Option, Tab };
+enum class SpanKind {
+  Placeholder,
+  Variable,
+  Tag,
+  Entity,
+  Url,
+  Email,
+  Path,
+  Option,
+  Identifier,
+  Tab
+};
 const char* to_string(SpanKind kind);
 
 // The length of the protected span starting at s[i] and its kind, or 0.
@@ -54,6 +66,14 @@ Protected protect(std::string_view line, bool accelerators = true);
 std::string restore(const Protected& p, const std::vector<std::string>& target_tokens,
                     const at::Tensor& attention, const std::vector<std::string>& source_tokens,
                     const std::function<std::string(const std::vector<std::string>&)>& detokenize);
+
+// A training pair in the form protect() gives the model: the source as protect(source).text,
+// and the target with the same spans masked and the same wrapping markup and trailing colon or
+// ellipsis set aside, so that the model learns to translate what it will be asked
+// (`corpus gettext --protected`). nullopt when the target does not carry every span or the
+// wrapping markup (a pair better kept as it is). Both sides are one line, accelerators removed.
+std::optional<std::pair<std::string, std::string>> protect_pair(std::string_view source,
+                                                                std::string_view target);
 
 // Whether everything protect() guards in `source` survives in `translation`: the same multiset
 // of spans, the accelerator ("(_F)" or the marker itself), leading and trailing whitespace, and
