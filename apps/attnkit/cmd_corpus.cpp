@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "attnkit/core/error.h"
@@ -11,6 +12,7 @@
 #include "attnkit/data/synthetic.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/po/protect.h"
 #include "checks.h"
 #include "commands.h"
 
@@ -22,7 +24,7 @@ struct CorpusArgs {
   // gettext
   std::string lang = "zh_CN";
   std::vector<std::string> roots;
-  bool no_system = false;
+  bool no_system = false, protected_form = false;
   // prepare / stats
   std::string input, out, out_dir;
   bool reverse = false, strict = false;
@@ -76,6 +78,22 @@ int run_gettext(const CorpusArgs& a) {
       std::cerr << "  skipped: " << e.what() << "\n";
     }
   }
+  // What po::protect guards, pair by pair: the pairs that carry each kind, and how many went
+  // into the protected form (--protected).
+  std::map<po::SpanKind, size_t> carrying;
+  size_t protected_pairs = 0;
+  for (auto& pair : pairs) {
+    std::vector<po::SpanKind> kinds;
+    po::spans(pair.source, &kinds);
+    std::sort(kinds.begin(), kinds.end());
+    kinds.erase(std::unique(kinds.begin(), kinds.end()), kinds.end());
+    for (auto k : kinds) ++carrying[k];
+    if (!a.protected_form) continue;
+    if (auto masked = po::protect_pair(pair.source, pair.target)) {
+      protected_pairs += masked->first != pair.source || masked->second != pair.target;
+      pair = {masked->first, masked->second};
+    }
+  }
   const size_t duplicates = data::dedup(pairs);
   if (a.out.empty()) throw Error("corpus gettext: --out is required");
   data::write_tsv(a.out, pairs);
@@ -86,7 +104,13 @@ int run_gettext(const CorpusArgs& a) {
             << report.identical << " identical to the English, " << duplicates << " duplicates, "
             << report.unreadable << " unreadable\n"
             << "  kept: " << report.plural << " plural entries (singular form), " << report.context
-            << " with a context\n"
+            << " with a context, " << report.mnemonics << " with an accelerator (removed)\n"
+            << "  carrying:";
+  for (const auto& [kind, n] : carrying) std::cout << " " << n << " " << po::to_string(kind);
+  if (carrying.empty()) std::cout << " no placeholders, markup, paths or options";
+  std::cout << (a.protected_form ? "; in protected form: " + std::to_string(protected_pairs)
+                                 : std::string())
+            << "\n"
             << "wrote " << pairs.size() << " English -> " << a.lang << " pairs to " << a.out
             << "\n";
   return pairs.empty() ? 2 : 0;
@@ -210,6 +234,9 @@ Command add_corpus_command(CLI::App& parent) {
   gettext->add_option("--root", a->roots, "Also read catalogs under DIR (repeatable)");
   gettext->add_flag("--no-system", a->no_system, "Do not read /usr/share/locale");
   gettext->add_option("--out", a->out, "Output TSV")->required();
+  gettext->add_flag("--protected", a->protected_form,
+                    "Pairs in the form po translate gives the model: spans masked as %s, the "
+                    "wrapping markup and a trailing colon or ellipsis set aside (docs/po.md)");
 
   auto* prepare =
       app->add_subcommand("prepare", "Dedup, length-filter and split a TSV into train/valid/test");

@@ -35,22 +35,26 @@ std::vector<std::string> split_nul(const std::string& s) {
 }
 
 // Removes a GTK/Qt mnemonic: "_Open" / "&Open" on the English side, and "打开(_O)" on the other.
+// A marker at `pos` before a letter or digit and not inside a word ("in_arcnet" is an
+// identifier, not a mnemonic).
+bool bare_mnemonic(const std::string& s, size_t pos) {
+  return pos != std::string::npos && pos + 1 < s.size() &&
+         std::isalnum(static_cast<unsigned char>(s[pos + 1])) &&
+         (pos == 0 || !std::isalnum(static_cast<unsigned char>(s[pos - 1])));
+}
+
 void strip_mnemonics(std::string& source, std::string& target) {
   for (char marker : {'_', '&'}) {
+    const size_t in_source = source.find(marker);
+    const bool source_has = bare_mnemonic(source, in_source);
     auto open = target.find(std::string("(") + marker);
     if (open != std::string::npos && open + 3 < target.size() && target[open + 3] == ')') {
       target.erase(open, 4);
-    } else {
+    } else if (source_has) {  // "_Open" / "_打开"
       auto pos = target.find(marker);
-      if (pos != std::string::npos && pos + 1 < target.size() &&
-          std::isalnum(static_cast<unsigned char>(target[pos + 1])))
-        target.erase(pos, 1);
+      if (bare_mnemonic(target, pos)) target.erase(pos, 1);
     }
-    auto pos = source.find(marker);
-    if (pos != std::string::npos && pos + 1 < source.size() &&
-        std::isalnum(static_cast<unsigned char>(source[pos + 1])) &&
-        (pos == 0 || !std::isalnum(static_cast<unsigned char>(source[pos - 1]))))
-      source.erase(pos, 1);
+    if (source_has) source.erase(in_source, 1);
   }
 }
 
@@ -146,6 +150,7 @@ std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, G
       ++r.unreadable;
       continue;
     }
+    const size_t before = source.size();
     strip_mnemonics(source, target);
     if (sorted_placeholders(source) != sorted_placeholders(target)) {
       ++r.placeholder_mismatch;
@@ -159,6 +164,7 @@ std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, G
       ++r.identical;
       continue;
     }
+    r.mnemonics += source.size() != before;
     pairs.push_back({std::move(source), std::move(target)});
   }
   r.pairs += pairs.size();

@@ -165,5 +165,33 @@ class PoTranslate(unittest.TestCase):
         self.assertEqual(polib.pofile(self.path("out.po")).find("File").msgstr, "文件")
 
 
+class CorpusProtectedForm(unittest.TestCase):
+    """corpus gettext --protected writes the pairs as po translate will ask the model, and
+    corpus gettext reports the pairs carrying each kind of span."""
+
+    def test_protected_pairs_and_the_kinds_report(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "zh_CN"))
+            with open(os.path.join(d, "zh_CN", "demo.po"), "w", encoding="utf-8") as f:
+                f.write('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                        'msgid "Results:"\nmsgstr "结果："\n\n'
+                        'msgid "Run --help for in_arcnet"\nmsgstr "运行 --help 查看 in_arcnet"\n\n'
+                        'msgid "_Open %s"\nmsgstr "打开 %s(_O)"\n\n'
+                        'msgid "Run --verbose"\nmsgstr "详细运行"\n')
+            out = {}
+            for flag in ([], ["--protected"]):
+                tsv = os.path.join(d, "out.tsv")
+                p = subprocess.run([BIN, "corpus", "gettext", "--no-system", "--root", d, "--out", tsv,
+                                    *flag], capture_output=True, text=True, check=True)
+                with open(tsv, encoding="utf-8") as f:
+                    out[bool(flag)] = sorted(line.rstrip("\n").split("\t") for line in f)
+                self.assertIn("1 with an accelerator (removed)", p.stdout)
+                self.assertIn("carrying: 1 placeholder 2 option 1 identifier", p.stdout)
+            self.assertIn(["Results:", "结果："], out[False])
+            self.assertEqual(out[True], [["Open %s", "打开 %s"], ["Results", "结果"],
+                                         ["Run %s for %s", "运行 %s 查看 %s"],
+                                         ["Run --verbose", "详细运行"]])  # no span in the target: as is
+
+
 if __name__ == "__main__":
     unittest.main()

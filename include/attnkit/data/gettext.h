@@ -26,7 +26,7 @@ std::vector<CatalogEntry> read_po(const std::string& path);
 struct GettextReport {
   size_t catalogs = 0, entries = 0, pairs = 0;
   size_t untranslated = 0, fuzzy = 0, plural = 0, context = 0, placeholder_mismatch = 0,
-         identical = 0, unreadable = 0;
+         identical = 0, unreadable = 0, mnemonics = 0;
   std::vector<std::string> problems;
 };
 
