@@ -147,7 +147,9 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
   const bool plurals =
       std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.plural(); });
   const std::string forms = catalog.header_field("Plural-Forms");
-  if (catalog.header_has_field("Language") && catalog.header_field("Language").empty())
+  // Language: empty in a template, absent in a catalog older than gettext 0.18 (msginit adds it).
+  if (catalog.header_field("Language").empty() && !catalog.entries().empty() &&
+      catalog.entries()[0].is_header())
     catalog.set_header_field("Language", lang);
   const bool two_forms =
       std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.msgstr.size() > 1; });
@@ -183,6 +185,8 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
       catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact,
                    {std::string(kMemoryComment) + " (" + match.origin + ")"});
       ++report.memory;
+      report.filled.push_back(
+          {i, FilledEntry::Origin::Memory, match.origin, {}, survives(e.msgid, match.msgstr[0])});
       continue;
     }
     const int forms = e.plural() ? nplurals : 1;
@@ -256,22 +260,43 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
     msgstr.resize(std::max(msgstr.size(), m.form + 1));
     msgstr[m.form] = any || !out.empty() ? out : m.lines[0];
   }
+  std::map<size_t, std::vector<size_t>> segments_of;
+  for (const auto& m : messages)
+    for (long s : m.segment)
+      if (s >= 0) segments_of[m.entry].push_back(static_cast<size_t>(s));
   for (auto& [i, msgstr] : filled) {
     const Entry& e = entries[i];
-    const bool model = std::any_of(messages.begin(), messages.end(), [&](const Message& m) {
-      return m.entry == i &&
-             std::any_of(m.segment.begin(), m.segment.end(), [](long s) { return s >= 0; });
-    });
-    if (survives(e.msgid, msgstr[0])) ++report.survived;
-    if (model) {
+    FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
+    if (!f.segments.empty()) {
       ++report.model;
       catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, {kModelComment});
     } else {
-      ++report.copied;  // "%s", "...": the message itself is its translation
+      f.origin = FilledEntry::Origin::Copied;  // "%s", "...": the message is its translation
+      ++report.copied;
       catalog.fill(i, std::move(msgstr), /*fuzzy=*/true);
     }
+    report.filled.push_back(std::move(f));
+  }
+  std::sort(report.filled.begin(), report.filled.end(),
+            [](const FilledEntry& a, const FilledEntry& b) { return a.entry < b.entry; });
+  for (const auto& f : report.filled) report.survived += f.survived;
+  if (options.keep_translations) {
+    report.inputs = std::move(texts);
+    report.translations = std::move(results);
   }
   return report;
+}
+
+const char* to_string(FilledEntry::Origin origin) {
+  switch (origin) {
+    case FilledEntry::Origin::Memory:
+      return "memory";
+    case FilledEntry::Origin::Model:
+      return "model";
+    case FilledEntry::Origin::Copied:
+      return "copied";
+  }
+  return "?";
 }
 
 CatalogStats stats(const Catalog& catalog) {

@@ -8,10 +8,7 @@
 
 #include "attnkit/po/catalog.h"
 #include "attnkit/seq2seq/search.h"
-
-namespace attnkit::seq2seq {
-class Translator;
-}
+#include "attnkit/seq2seq/translator.h"
 
 // Pre-translating a catalog for the people who translate it (`attnkit po translate`): every
 // untranslated entry gets a suggestion, from a translation memory when one has the exact message,
@@ -63,16 +60,35 @@ struct PretranslateOptions {
   int parallel_batches = 0;
   // Called with (done, total) segments while the model translates.
   std::function<void(size_t, size_t)> on_progress;
+  // Keep each segment's translation (tokens, attention) in the report: the web page shows the
+  // attention behind each suggestion.
+  bool keep_translations = false;
 };
 
+// An entry pretranslate() filled, and where its suggestion came from.
+struct FilledEntry {
+  enum class Origin { Memory, Model, Copied };
+  size_t entry = 0;  // index into Catalog::entries()
+  Origin origin = Origin::Model;
+  std::string memory;            // Origin::Memory: the file it came from
+  std::vector<size_t> segments;  // Origin::Model: its lines' segments, in order (msgid, plural)
+  bool survived = false;         // po::survives(msgid, msgstr[0])
+};
+const char* to_string(FilledEntry::Origin origin);
+
 struct PretranslateReport {
-  size_t entries = 0;     // messages, the header and obsolete entries excluded
-  size_t translated = 0;  // already translated (left as they are)
-  size_t memory = 0;      // filled from a translation memory
-  size_t model = 0;       // filled by the model
-  size_t copied = 0;      // nothing to translate (no letters): copied from the msgid
-  size_t segments = 0;    // lines the model translated
-  size_t survived = 0;    // filled entries whose protected spans survived (po::survives)
+  size_t entries = 0;               // messages, the header and obsolete entries excluded
+  size_t translated = 0;            // already translated (left as they are)
+  size_t memory = 0;                // filled from a translation memory
+  size_t model = 0;                 // filled by the model
+  size_t copied = 0;                // nothing to translate (no letters): copied from the msgid
+  size_t segments = 0;              // lines the model translated
+  size_t survived = 0;              // filled entries whose protected spans survived (po::survives)
+  std::vector<FilledEntry> filled;  // in catalog order
+  // With PretranslateOptions::keep_translations: what the model read and wrote for each segment
+  // (the protected line, e.g. "Open %s", and its translation with attention).
+  std::vector<std::string> inputs;
+  std::vector<seq2seq::Translation> translations;
 };
 
 // Fills `catalog`'s untranslated entries (see above) and the header fields msginit fills for a
