@@ -150,6 +150,15 @@ class PoTranslate(unittest.TestCase):
         self.assertIn("the header names no Language; give the target language with --lang", p.stderr)
         self.assertFalse(os.path.exists(self.path("o.po")))
 
+    def test_a_header_without_language_gets_one_as_msginit_gives_it(self):
+        src = self.path("old.po")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write('msgid ""\nmsgstr ""\n"Project-Id-Version: old 1.0\\n"\n'
+                    '"Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "Open the file"\nmsgstr ""\n')
+        out = polib.pofile(self.translate(src))
+        self.assertEqual(out.metadata["Language"], "zh_CN")
+        self.assertEqual(out.metadata["Project-Id-Version"], "old 1.0")
+
     def test_a_gb2312_catalog_is_written_back_in_gb2312(self):
         src = self.path("gb.po")
         text = ('msgid ""\nmsgstr ""\n"Language: zh_CN\\n"\n"Content-Type: text/plain; charset=GB2312\\n"\n\n'
