@@ -32,6 +32,17 @@ Command add_serve_command(CLI::App& parent) {
   app->add_option("--max-text", o->max_text_bytes, "Longest sentence, in bytes")
       ->check(checks::at_least(1))
       ->capture_default_str();
+  app->add_option("--max-body", o->max_body_bytes, "Largest JSON request body, in bytes")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--max-catalog", o->max_catalog_bytes,
+                  "Largest catalog the PO page (POST /api/po) takes, in bytes")
+      ->check(checks::at_least(1))
+      ->capture_default_str();
+  app->add_option("--catalog-timeout", o->catalog_timeout_s,
+                  "Seconds before a catalog's pre-translation fails")
+      ->check(checks::range(0, 86400, true))
+      ->capture_default_str();
   app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")
       ->check(checks::range(1, 4096))
       ->capture_default_str();

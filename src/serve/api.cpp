@@ -134,6 +134,81 @@ TranslateRequest translate_request(const json& body, size_t max_text_bytes, int 
   return r;
 }
 
+PoRequest po_request(const std::multimap<std::string, std::string>& query, int max_beam) {
+  PoRequest r;
+  const auto get = [&](const char* key, std::string& out) {
+    if (auto it = query.find(key); it != query.end()) out = it->second;
+  };
+  get("name", r.name);
+  get("lang", r.lang);
+  if (r.name.empty() || r.name.size() > 255 || !text::valid_utf8(r.name))
+    throw BadRequest{400, "'name' must be a file name of 1 to 255 bytes of UTF-8"};
+  if (r.lang.size() > 64 || r.lang.find_first_of(" \t\n\"") != std::string::npos)
+    throw BadRequest{400, "'lang' must be a language code such as zh_CN"};
+  std::string beam;
+  get("beam", beam);
+  if (!beam.empty()) {
+    const std::string range = "1.." + std::to_string(max_beam);
+    if (beam.size() > 3 || beam.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(beam) < 1 || std::stoi(beam) > max_beam)
+      throw BadRequest{400, "'beam' must be an integer in " + range};
+    r.beam = std::stoi(beam);
+  }
+  return r;
+}
+
+namespace {
+
+std::string base64(const std::string& bytes) {
+  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (size_t k = 0; k < 3; ++k)
+      v = (v << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? digits[(v >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+json po_answer(const po::Catalog& catalog, const po::PretranslateReport& report) {
+  json entries = json::array();
+  for (const auto& f : report.filled) {
+    const auto& e = catalog.entries()[f.entry];
+    json j = {{"line", e.line},
+              {"msgctxt", e.has_context ? json(e.context) : json(nullptr)},
+              {"msgid", e.msgid},
+              {"msgstr", e.msgstr},
+              {"origin", po::to_string(f.origin)},
+              {"intact", f.survived},
+              {"segments", f.segments}};
+    if (e.plural()) j["msgid_plural"] = e.msgid_plural;
+    if (f.origin == po::FilledEntry::Origin::Memory) j["memory"] = f.memory;
+    entries.push_back(std::move(j));
+  }
+  json segments = json::array();
+  for (size_t s = 0; s < report.translations.size(); ++s) {
+    segments.push_back(
+        {{"input", report.inputs[s]}, {"output", translation_json(report.translations[s])}});
+  }
+  return {{"catalog_base64", base64(catalog.write())},
+          {"charset", catalog.charset()},
+          {"report",
+           {{"entries", report.entries},
+            {"translated", report.translated},
+            {"memory", report.memory},
+            {"model", report.model},
+            {"copied", report.copied},
+            {"segments", report.segments},
+            {"intact", report.survived}}},
+          {"entries", std::move(entries)},
+          {"segments", std::move(segments)}};
+}
+
 std::pair<int, json> error_answer(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);

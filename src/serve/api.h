@@ -4,10 +4,13 @@
 // the server's routes stay thin and tests/fuzz/fuzz_server_api.cpp can drive it with any bytes.
 
 #include <exception>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
+#include "attnkit/po/catalog.h"
+#include "attnkit/po/pretranslate.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/serve/translation_json.h"
 
@@ -33,6 +36,21 @@ struct TranslateRequest {
   int beam = 5;
 };
 TranslateRequest translate_request(const nlohmann::json& body, size_t max_text_bytes, int max_beam);
+
+// POST /api/po's query: ?name= (the file's name, for error messages; "upload.po" when absent),
+// ?lang= (the target language; the header's Language when absent), ?beam= (1..max_beam, 5).
+// The body is the catalog's bytes, in its own charset.
+struct PoRequest {
+  std::string name = "upload.po", lang;
+  int beam = 5;
+};
+PoRequest po_request(const std::multimap<std::string, std::string>& query, int max_beam);
+
+// The answer: the filled catalog's bytes ("catalog_base64", in "charset"), the report, each
+// filled entry with its suggestion and origin, and what the model read and wrote for each
+// segment ({"input": the protected line, "output": its Translation, attention included}) -
+// web/openapi.json's PoAnswer.
+nlohmann::json po_answer(const po::Catalog& catalog, const po::PretranslateReport& report);
 
 // What a handler that threw answers: the request's faults 4xx with their message, ours 500.
 std::pair<int, nlohmann::json> error_answer(std::exception_ptr error);

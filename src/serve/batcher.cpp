@@ -30,12 +30,30 @@ std::future<seq2seq::Translation> Batcher::submit(const std::string& text, int b
   return future;
 }
 
+std::future<void> Batcher::run(std::function<void()> job) {
+  std::packaged_task<void()> task(std::move(job));
+  auto future = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+  return future;
+}
+
 void Batcher::loop() {
   while (true) {
     std::vector<Request> batch;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      ready_.wait(lock, [&] { return stopping_ || !queue_.empty() || !jobs_.empty(); });
+      if (!jobs_.empty()) {
+        auto job = std::move(jobs_.front());
+        jobs_.pop_front();
+        lock.unlock();
+        job();  // its exceptions go to its future
+        continue;
+      }
       if (stopping_ && queue_.empty()) return;
       // Give concurrent requests a moment to arrive, so they share one decoder call.
       ready_.wait_for(lock, std::chrono::duration<double, std::milli>(window_ms_),

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -20,6 +21,9 @@ class Batcher {
   ~Batcher();
   // Queued; the future is ready when the batch holding it has been translated.
   std::future<seq2seq::Translation> submit(const std::string& text, int beam);
+  // Runs `job` on the batcher's thread between two batches, with the translator to itself (a
+  // catalog for POST /api/po); the future is ready when it has run.
+  std::future<void> run(std::function<void()> job);
   // Decoder calls made and sentences translated so far: batching shows as calls < sentences.
   size_t batches_run() const { return batches_; }
   size_t sentences_run() const { return sentences_; }
@@ -38,6 +42,7 @@ class Batcher {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Request> queue_;
+  std::deque<std::packaged_task<void()>> jobs_;
   bool stopping_ = false;
   std::atomic<size_t> batches_{0}, sentences_{0};
   std::thread worker_;

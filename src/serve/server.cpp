@@ -2,8 +2,10 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,8 @@
 #include "api.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/signals.h"
+#include "attnkit/po/catalog.h"
+#include "attnkit/po/pretranslate.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/version.h"
 #include "batcher.h"
@@ -68,6 +72,47 @@ json translate(const json& body, Batcher& batcher, const Connections& connection
   return translation_json(future.get());
 }
 
+// What POST /api/po needs besides the batcher: the model (used only on the batcher's thread)
+// and the translation memory of its training pairs.
+struct PoService {
+  seq2seq::Translator& translator;
+  po::Memory memory;
+};
+
+// POST /api/po: a catalog's bytes -> the filled catalog, each suggestion and its attention. The
+// job runs on the batcher's thread and owns its data, so that a request that gives up waiting
+// (timeout, shutdown) leaves nothing dangling.
+json pretranslate(const httplib::Request& req, Batcher& batcher, PoService& service,
+                  const Connections& connections, const ServerOptions& o) {
+  if (req.body.size() > o.max_catalog_bytes)
+    throw BadRequest{413, "the catalog is " + std::to_string(req.body.size()) +
+                              " bytes; the limit is " + std::to_string(o.max_catalog_bytes) +
+                              " (serve --max-catalog)"};
+  const auto request = po_request(req.params, o.max_beam);
+  struct Job {
+    po::Catalog catalog;
+    po::PretranslateReport report;
+  };
+  auto job = std::make_shared<Job>(Job{po::Catalog::parse(req.body, request.name), {}});
+  po::PretranslateOptions options;
+  options.lang = request.lang;
+  options.search.beam_size = request.beam;
+  options.keep_translations = true;
+  auto done = batcher.run([job, options, &service] {
+    job->report = po::pretranslate(job->catalog, service.translator, service.memory, options);
+    service.translator.add_attention_maps(job->report.translations);
+  });
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.catalog_timeout_s);
+  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (connections.cancelled()) throw BadRequest{503, "the server is shutting down"};
+    if (std::chrono::steady_clock::now() > deadline)
+      throw BadRequest{503, "the catalog took too long"};
+  }
+  done.get();  // rethrows the job's error (a catalog in another language: 400)
+  return po_answer(job->catalog, job->report);
+}
+
 void add_page(httplib::Server& server) {
   server.Get("/", plain([](const httplib::Request&, httplib::Response& res) {
                res.set_content(web::kIndexHtml, "text/html; charset=utf-8");
@@ -90,8 +135,15 @@ void add_page(httplib::Server& server) {
              }));
 }
 
-// The API; `batcher` is null without a model.
-void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher,
+// The JSON endpoints' body limit (the server's own is the larger catalog limit).
+void check_body(const httplib::Request& req, const ServerOptions& o) {
+  if (req.body.size() > o.max_body_bytes)
+    throw BadRequest{413, "the body is " + std::to_string(req.body.size()) +
+                              " bytes; the limit is " + std::to_string(o.max_body_bytes)};
+}
+
+// The API; `batcher` and `po` are null without a model.
+void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher, PoService* po,
              const Connections& connections) {
   server.Get("/healthz",
              plain([&o, batcher, &connections](const httplib::Request&, httplib::Response& res) {
@@ -106,17 +158,25 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher,
                }
                reply(res, 200, health);
              }));
-  server.Post("/api/attend", guarded([](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/api/attend", guarded([&o](const httplib::Request& req, httplib::Response& res) {
+                check_body(req, o);
                 reply(res, 200, attend(parse_body(req.body)));
               }));
   server.Post("/api/translate", guarded([&o, batcher, &connections](const httplib::Request& req,
                                                                     httplib::Response& res) {
+                check_body(req, o);
                 if (!batcher)
                   throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
                 reply(res, 200, translate(parse_body(req.body), *batcher, connections, o));
               }));
+  server.Post("/api/po", guarded([&o, batcher, po, &connections](const httplib::Request& req,
+                                                                 httplib::Response& res) {
+                if (!batcher)
+                  throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
+                reply(res, 200, pretranslate(req, *batcher, *po, connections, o));
+              }));
   // The POST endpoints answer other methods with 405 and the method they take.
-  for (const char* path : {"/api/translate", "/api/attend"}) {
+  for (const char* path : {"/api/translate", "/api/attend", "/api/po"}) {
     auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", "POST");
       reply(res, 405, {{"error", req.method + " is not allowed here; use POST"}});
@@ -150,13 +210,17 @@ void on_signal(int) {
 
 int run_server(const ServerOptions& o) {
   std::unique_ptr<seq2seq::Translator> translator;
+  std::unique_ptr<PoService> po;  // before the batcher: a job still running refers to it
   std::unique_ptr<Batcher> batcher;
   if (!o.model_dir.empty()) {
     translator = std::make_unique<seq2seq::Translator>(o.model_dir);
+    po = std::make_unique<PoService>(PoService{*translator, {}});
+    const auto& corpus = translator->config().train_corpus;
+    if (!corpus.empty() && std::filesystem::exists(corpus)) po->memory.add_corpus(corpus);
     batcher = std::make_unique<Batcher>(*translator, o.max_batch, o.batch_window_ms);
   }
   httplib::Server server;
-  server.set_payload_max_length(o.max_body_bytes);
+  server.set_payload_max_length(std::max(o.max_body_bytes, o.max_catalog_bytes));
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second server bind the same port and
   // take half its connections: only SO_REUSEADDR (a restart may bind while old connections close).
   socket_t listening = INVALID_SOCKET;
@@ -196,7 +260,7 @@ int run_server(const ServerOptions& o) {
   limits.drain_s = o.drain_s;
   Connections connections(port, limits);
   server.new_task_queue = [&connections] { return connections.new_task_queue(); };
-  add_api(server, o, batcher.get(), connections);
+  add_api(server, o, batcher.get(), po.get(), connections);
 
   g_server = &server;
   SignalGuard stop_on({SIGINT, SIGTERM}, on_signal);

@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("ATTNKIT_BIN", os.path.join(HERE, "..", "..", "build", "attnkit"))
 TINY_MODEL = os.path.join(HERE, "..", "golden", "tiny_model")
 TINY_TRANSFORMER = os.path.join(HERE, "..", "golden", "tiny_transformer")
+POT = os.path.join(HERE, "..", "data", "catalog.pot")
 
 
 def start_server(*args, model=TINY_MODEL):
@@ -300,6 +301,86 @@ def read_all(sock, timeout=15):
     except (ConnectionResetError, socket.timeout):
         pass
     return data
+
+
+class PoServe(unittest.TestCase):
+    """POST /api/po, the web page's catalog: the same catalog `po translate` writes, each
+    suggestion with the model's input and attention, errors naming the upload's line."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.url = start_server("--max-catalog", "20000")
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.proc)
+
+    def upload(self, data, query="lang=zh_CN&name=catalog.pot&beam=5"):
+        req = urllib.request.Request(self.url + "api/po?" + query, data=data, method="POST",
+                                     headers={"Content-Type": "text/x-gettext-translation"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def test_the_answer_is_what_po_translate_writes_and_follows_the_contract(self):
+        import base64
+        import tempfile
+        with open(POT, "rb") as f:
+            pot = f.read()
+        status, r = self.upload(pot)
+        self.assertEqual(status, 200, r)
+        check_contract(openapi(self.url), "/api/po", "post", 200, r)
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([BIN, "--threads", "1", "po", "translate", POT, "--model", TINY_MODEL,
+                            "--out", d + "/cli.po", "--lang", "zh_CN", "--quiet"], check=True)
+            with open(d + "/cli.po", "rb") as f:
+                self.assertEqual(base64.b64decode(r["catalog_base64"]), f.read())
+        self.assertEqual(r["charset"], "UTF-8")
+        self.assertEqual(r["report"]["model"] + r["report"]["memory"] + r["report"]["copied"],
+                         len(r["entries"]))
+        self.assertEqual(r["report"]["intact"], len(r["entries"]))
+        self.assertEqual(len(r["segments"]), r["report"]["segments"])
+        with open(POT, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for e in r["entries"]:
+            self.assertTrue(lines[e["line"] - 1].startswith("msgid "), e)
+            if e["origin"] != "model":
+                continue
+            # At most one segment a line of each form; each one's attention is |rows| x |source|.
+            forms = [e["msgid"]] + ([e["msgid_plural"]] if "msgid_plural" in e else [])
+            self.assertTrue(1 <= len(e["segments"]) <= sum(f.count("\n") + 1 for f in forms), e)
+            for s in e["segments"]:
+                out = r["segments"][s]["output"]
+                self.assertEqual(len(out["attention"]), len(out["attention_rows"]))
+                self.assertTrue(all(len(row) == len(out["source_tokens"]) for row in out["attention"]))
+        # The model read the protected form: "_Save As…" without its accelerator and ellipsis.
+        inputs = [s["input"] for s in r["segments"]]
+        self.assertIn("Save As", inputs)
+        self.assertNotIn("_Save As…", inputs)
+
+    def test_bad_catalogs_and_queries_are_the_clients_fault(self):
+        cases = [(b'msgid "a"\nmsgstr ""\n\nmsgid "b\nmsgstr ""\n', "lang=zh_CN&name=bad.po", 400,
+                  "bad.po:4: unterminated string"),
+                 (b'msgid "a"\nmsgstr ""\n', "lang=de", 400, "a catalog in de"),
+                 (b'msgid "a"\nmsgstr ""\n', "lang=zh_CN&beam=0", 400, "'beam' must be an integer in 1..10"),
+                 (b'msgid "a"\nmsgstr ""\n' * 2000, "lang=zh_CN", 413, "")]
+        for data, query, want, message in cases:
+            status, r = self.upload(data, query)
+            self.assertEqual(status, want, (query, r))
+            if want == 400:
+                self.assertIn(message, r["error"])
+                check_contract(openapi(self.url), "/api/po", "post", status, r)
+        # A catalog-sized body is still too big for the JSON endpoints.
+        req = urllib.request.Request(self.url + "api/translate", data=b"x" * 70000, method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(e.exception.code, 413)
+        self.assertIn("error", json.loads(e.exception.read()))
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(self.url + "api/po", timeout=30)
+        self.assertEqual(e.exception.code, 405)
 
 
 class Connections(unittest.TestCase):
