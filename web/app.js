@@ -127,6 +127,92 @@ document.getElementById("translate-form").addEventListener("submit", async (even
   }
 });
 
+// The catalog: POST its bytes to /api/po, list the filled entries, and show the attention behind
+// the selected one (the line as the model read it, placeholders and accelerators masked).
+function showEntry(answer, entry, row) {
+  document.querySelectorAll("#po-entries tr.selected").forEach(tr => tr.classList.remove("selected"));
+  row.classList.add("selected");
+  const input = document.getElementById("po-input");
+  const picker = document.getElementById("po-segment");
+  const heatmap = document.getElementById("po-heatmap");
+  heatmap.innerHTML = "";
+  picker.innerHTML = "";
+  picker.hidden = true;
+  if (entry.origin !== "model") {
+    input.textContent = entry.origin === "memory" ? `From translation memory (${entry.memory}): no model, no attention.`
+                                                  : "Nothing to translate: copied from the msgid.";
+    return;
+  }
+  const draw = () => {
+    const s = answer.segments[entry.segments[+picker.value || 0]];
+    input.textContent = `The model read: ${s.input}  →  ${s.output.translation}`;
+    drawHeatmap(heatmap, s.output.source_tokens, s.output.attention_rows, s.output.attention);
+  };
+  entry.segments.forEach((s, i) => picker.add(new Option(`line ${i + 1}: ${answer.segments[s].input}`, i)));
+  picker.hidden = entry.segments.length < 2;
+  picker.onchange = draw;
+  draw();
+}
+
+function showCatalog(answer, name) {
+  const r = answer.report;
+  document.getElementById("po-summary").textContent =
+    `${r.entries} messages: ${r.translated} already translated, ${r.memory} from translation memory, ` +
+    `${r.model} by the model, ${r.copied} copied; placeholders, markup and accelerators intact in ` +
+    `${r.intact} of ${r.memory + r.model + r.copied}. Suggestions are marked fuzzy.`;
+  const table = document.getElementById("po-entries");
+  table.innerHTML = "";
+  answer.entries.forEach((e, i) => {
+    const tr = document.createElement("tr");
+    tr.dataset.entry = i;
+    const cells = [e.msgctxt ? `[${e.msgctxt}] ${e.msgid}` : e.msgid, e.msgstr.join("\n"), e.origin];
+    cells.forEach((text, k) => {
+      const td = document.createElement("td");
+      td.textContent = text;
+      if (k === 2) td.className = "origin";
+      if (k === 1 && !e.intact) td.className = "damaged";
+      tr.appendChild(td);
+    });
+    tr.addEventListener("click", () => showEntry(answer, e, tr));
+    table.appendChild(tr);
+  });
+  const bytes = Uint8Array.from(atob(answer.catalog_base64), c => c.charCodeAt(0));
+  const link = document.getElementById("po-download");
+  if (link.href) URL.revokeObjectURL(link.href);
+  link.href = URL.createObjectURL(new Blob([bytes], {type: "text/x-gettext-translation"}));
+  link.download = name.replace(/\.pot$/, ".po");
+  link.textContent = `Download ${link.download}`;
+  link.hidden = false;
+  const first = table.querySelector("tr");
+  if (first) first.click();
+}
+
+document.getElementById("po-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const error = document.getElementById("po-error");
+  error.textContent = "";
+  const file = document.getElementById("po-file").files[0];
+  if (!file) { error.textContent = "Choose a .po or .pot file first."; return; }
+  const button = document.getElementById("po-button");
+  button.disabled = true;
+  document.getElementById("po-summary").textContent = `Translating ${file.name}…`;
+  try {
+    const query = new URLSearchParams({name: file.name, beam: document.getElementById("po-beam").value});
+    const lang = document.getElementById("po-lang").value.trim();
+    if (lang) query.set("lang", lang);
+    const res = await fetch(`/api/po?${query}`, {method: "POST", body: await file.arrayBuffer(),
+                                                  headers: {"Content-Type": "text/x-gettext-translation"}});
+    const answer = await res.json();
+    if (!res.ok) throw new Error(answer.error || res.statusText);
+    showCatalog(answer, file.name);
+  } catch (e) {
+    document.getElementById("po-summary").textContent = "";
+    error.textContent = e.message;
+  } finally {
+    button.disabled = false;
+  }
+});
+
 function fillTable(table, rows) {
   table.innerHTML = "";
   rows.forEach(row => {

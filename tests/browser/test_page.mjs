@@ -7,9 +7,12 @@
 //   3. runs the playground on the notes' soft-attention example (0.5761) and self attention (0.4711);
 //   4. with a Transformer model too: picks a layer and head of the cross-attention and the
 //      decoder self-attention, and checks the cells against the API's maps;
-//   5. saves screenshots into ARTIFACT_DIR.
-import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+//   5. uploads tests/data/catalog.pot on the catalog part, checks one suggestion and its heatmap,
+//      downloads the result and runs msgfmt --check on it;
+//   6. saves screenshots into ARTIFACT_DIR.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const [binary, model, artifacts, transformerModel] = process.argv.slice(2);
@@ -105,6 +108,7 @@ try {
   check("the page loads nothing from the network (no CDN)", external.length === 0, external.join(", "));
   check("a GRU model offers no layer picker", await page.locator("#attention-map").isHidden());
 
+  await checkCatalogPage(page, url, artifacts);
   if (transformerModel) await checkTransformerPage(browser, artifacts);
 } catch (e) {
   check("the browser test ran to the end", false, e.stack);
@@ -112,6 +116,39 @@ try {
   await browser.close();
   server.kill("SIGTERM");
 }
+// 5. The catalog: upload a .pot, look at one suggestion's attention, download the result and let
+// gettext's msgfmt judge it.
+async function checkCatalogPage(page, url, artifacts) {
+  const pot = fileURLToPath(new URL("../data/catalog.pot", import.meta.url));
+  await page.setInputFiles("#po-file", pot);
+  await page.click("#po-button");
+  await page.waitForSelector("#po-entries tr", { timeout: 30000 });
+  const api = await (await fetch(url + "api/po?lang=zh_CN&beam=5&name=catalog.pot", {
+    method: "POST", body: readFileSync(pot) })).json();
+  const rows = await page.locator("#po-entries tr").count();
+  check(`the page lists the ${api.entries.length} filled entries`, rows === api.entries.length, `got ${rows}`);
+  const i = api.entries.findIndex((e) => e.origin === "model" && e.msgid.startsWith("Cannot open"));
+  const entry = api.entries[i];
+  await page.click(`#po-entries tr[data-entry="${i}"]`);
+  const suggestion = await page.textContent(`#po-entries tr[data-entry="${i}"] td:nth-child(2)`);
+  check("an entry shows the API's suggestion", suggestion === entry.msgstr.join("\n"), `${suggestion} vs ${entry.msgstr}`);
+  const out = api.segments[entry.segments[0]].output;
+  const cells = await page.locator("#po-heatmap .cell").count();
+  check(`its heatmap is |attention rows| x |source| = ${out.attention_rows.length * out.source_tokens.length}`,
+        cells === out.attention_rows.length * out.source_tokens.length, `got ${cells}`);
+  const input = await page.textContent("#po-input");
+  check("the page shows the line as the model read it", input.includes(api.segments[entry.segments[0]].input), input);
+  await page.screenshot({ path: `${artifacts}/po-entry.png`, fullPage: true });
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#po-download")]);
+  const saved = `${artifacts}/${download.suggestedFilename()}`;
+  await download.saveAs(saved);
+  check("the download is named after the upload", download.suggestedFilename() === "catalog.po", download.suggestedFilename());
+  check("the download is the API's catalog byte for byte",
+        Buffer.compare(readFileSync(saved), Buffer.from(api.catalog_base64, "base64")) === 0);
+  const msgfmt = spawnSync("msgfmt", ["--check", "--use-fuzzy", "-o", "/dev/null", saved], { encoding: "utf-8" });
+  check("msgfmt --check passes on the download", msgfmt.status === 0, msgfmt.stderr);
+}
+
 // 4. A Transformer's maps: every layer and head of the cross-attention, and the self-attention.
 async function checkTransformerPage(browser, artifacts) {
   const { server: tserver, url: turl } = await startServer(transformerModel);
