@@ -56,19 +56,25 @@ httplib::Server::Handler plain(Handler handler) {
   };
 }
 
+// Waits for the batcher's answer in slices, so that a server shutting down past its drain bound
+// does not wait here; 503 past `seconds` ("the translation took too long").
+template <typename T>
+void await(const std::future<T>& future, double seconds, const Connections& connections,
+           const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (connections.cancelled()) throw BadRequest{503, "the server is shutting down"};
+    if (std::chrono::steady_clock::now() > deadline)
+      throw BadRequest{503, std::string(what) + " took too long"};
+  }
+}
+
 // POST /api/translate: {"text", "beam"} -> the translation, its tokens, attention and score.
 json translate(const json& body, Batcher& batcher, const Connections& connections,
                const ServerOptions& o) {
   const auto request = translate_request(body, o.max_text_bytes, o.max_beam);
   auto future = batcher.submit(request.text, request.beam);
-  // In slices, so that a server shutting down past its drain bound does not wait here.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.request_timeout_s);
-  while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (connections.cancelled()) throw BadRequest{503, "the server is shutting down"};
-    if (std::chrono::steady_clock::now() > deadline)
-      throw BadRequest{503, "the translation took too long"};
-  }
+  await(future, o.request_timeout_s, connections, "the translation");
   return translation_json(future.get());
 }
 
@@ -102,13 +108,7 @@ json pretranslate(const httplib::Request& req, Batcher& batcher, PoService& serv
     job->report = po::pretranslate(job->catalog, service.translator, service.memory, options);
     service.translator.add_attention_maps(job->report.translations);
   });
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.catalog_timeout_s);
-  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (connections.cancelled()) throw BadRequest{503, "the server is shutting down"};
-    if (std::chrono::steady_clock::now() > deadline)
-      throw BadRequest{503, "the catalog took too long"};
-  }
+  await(done, o.catalog_timeout_s, connections, "the catalog");
   done.get();  // rethrows the job's error (a catalog in another language: 400)
   return po_answer(job->catalog, job->report);
 }
