@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "attnkit/core/blas_core.h"
 #include "attnkit/core/info.h"
 
 namespace attnkit {
@@ -22,6 +23,31 @@ TEST(Info, TheLiveBlasIsOpenBlas) {
   EXPECT_FALSE(blas.library.empty());
   EXPECT_EQ(blas.name, "OpenBLAS") << blas.library;
   EXPECT_FALSE(blas.is_reference);
+}
+
+// The cores the two machines of the measurement ran by default, and the ones they could run.
+TEST(Info, RanksOpenBlasCoresByTheirWidestInstructions) {
+  EXPECT_EQ(openblas_core_level("Prescott"), 0);
+  EXPECT_EQ(openblas_core_level("Sandybridge"), 1);
+  EXPECT_EQ(openblas_core_level("HASWELL"), 2);
+  EXPECT_EQ(openblas_core_level("Zen"), 2);
+  EXPECT_EQ(openblas_core_level("SkylakeX"), 3);
+  EXPECT_EQ(openblas_core_level("Cooperlake"), 3);
+  EXPECT_EQ(openblas_core_level("Neoversev1"), -1);
+  EXPECT_EQ(best_openblas_core({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl"}),
+            "SkylakeX");
+  // AVX-512F alone (Knights Landing) is not what the SkylakeX kernels need.
+  EXPECT_EQ(best_openblas_core({"avx", "avx2", "fma", "avx512f"}), "Haswell");
+  EXPECT_EQ(best_openblas_core({"avx", "avx2"}), "Sandybridge");
+  EXPECT_EQ(best_openblas_core({"sse4_2"}), "Prescott");
+}
+
+TEST(Info, MeasuresTheLiveSgemmRate) {
+  const double gflops = measure_sgemm_gflops(/*n=*/128, /*seconds=*/0.01);
+  EXPECT_GT(gflops, 0.1);
+  EXPECT_LT(gflops, 1e4);  // one core: far below any CPU's peak at this size
+  EXPECT_FALSE(live_openblas_core().empty());
+  EXPECT_GE(openblas_core_level(live_openblas_core()), 0) << live_openblas_core();
 }
 
 TEST(Info, ReportsVersionsAndThreads) {

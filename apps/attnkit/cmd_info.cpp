@@ -1,19 +1,73 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
+#include "attnkit/core/blas_core.h"
 #include "attnkit/core/info.h"
 #include "commands.h"
 
 namespace attnkit::cli {
+namespace {
+
+// OpenBLAS reads OPENBLAS_CORETYPE once, when it loads: the rate of another core is measured in
+// a child process of this same program.
+std::optional<double> sgemm_gflops_on_core(const std::string& core) {
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return std::nullopt;
+  std::string quoted = "'";
+  for (char c : self) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string command = "OPENBLAS_CORETYPE=" + core + " OPENBLAS_NUM_THREADS=1 " + quoted +
+                              " info --sgemm-gflops 2>/dev/null";
+  FILE* child = popen(command.c_str(), "r");
+  if (!child) return std::nullopt;
+  double gflops = 0;
+  const bool read = std::fscanf(child, "%lf", &gflops) == 1;
+  if (pclose(child) != 0 || !read || gflops <= 0) return std::nullopt;
+  return gflops;
+}
+
+// When OpenBLAS runs kernels below what this CPU runs: its core, the better one, and both SGEMM
+// rates, measured (about a second). Empty when its core is the best one or not known.
+struct BlasCoreCheck {
+  std::string live, best;
+  double live_gflops = 0, best_gflops = 0;
+};
+
+std::optional<BlasCoreCheck> check_blas_core(const RuntimeInfo& info) {
+  BlasCoreCheck check;
+  check.live = live_openblas_core();
+  check.best = best_openblas_core(info.cpu_features);
+  const int live_level = openblas_core_level(check.live);
+  if (check.live.empty() || live_level < 0 || live_level >= openblas_core_level(check.best))
+    return std::nullopt;
+  check.live_gflops = measure_sgemm_gflops();
+  check.best_gflops = sgemm_gflops_on_core(check.best).value_or(0);
+  return check;
+}
+
+}  // namespace
 
 Command add_info_command(CLI::App& parent) {
   auto* app = parent.add_subcommand("info", "Versions, the live BLAS, threads and CPU features");
   auto json = std::make_shared<bool>(false);
+  auto sgemm_only = std::make_shared<bool>(false);
   app->add_flag("--json", *json, "Print as JSON");
-  return {app, [json] {
+  // For check_blas_core's child process.
+  app->add_flag("--sgemm-gflops", *sgemm_only, "Print the single-threaded SGEMM rate only")
+      ->group("");
+  return {app, [json, sgemm_only] {
+            if (*sgemm_only) {
+              std::printf("%.1f\n", measure_sgemm_gflops());
+              return 0;
+            }
             const RuntimeInfo info = runtime_info();
+            const auto core = check_blas_core(info);
             if (*json) {
               nlohmann::json j = {{"attnkit", info.attnkit_version},
                                   {"libtorch", info.torch_version},
@@ -21,7 +75,9 @@ Command add_info_command(CLI::App& parent) {
                                    {{"name", info.blas.name},
                                     {"library", info.blas.library},
                                     {"detail", info.blas.detail},
-                                    {"reference", info.blas.is_reference}}},
+                                    {"reference", info.blas.is_reference},
+                                    {"core", live_openblas_core()},
+                                    {"best_core", best_openblas_core(info.cpu_features)}}},
                                   {"threads",
                                    {{"intra_op", info.intra_op_threads},
                                     {"inter_op", info.inter_op_threads},
@@ -33,6 +89,10 @@ Command add_info_command(CLI::App& parent) {
                                     {"detected_isa", info.detected_isa},
                                     {"kernel_isa_forced", info.kernel_isa_forced},
                                     {"features", info.cpu_features}}}};
+              if (core) {
+                j["blas"]["sgemm_gflops"] = core->live_gflops;
+                j["blas"]["best_core_sgemm_gflops"] = core->best_gflops;
+              }
               std::cout << j.dump(2) << "\n";
               return 0;
             }
@@ -52,12 +112,20 @@ Command add_info_command(CLI::App& parent) {
                       << "; features:";
             for (const auto& f : info.cpu_features) std::cout << ' ' << f;
             std::cout << "\n";
-            const bool avx512 = std::find(info.cpu_features.begin(), info.cpu_features.end(),
-                                          "avx512f") != info.cpu_features.end();
-            if (avx512 && info.blas.detail.find("core Haswell") != std::string::npos)
-              std::cout << "note      OpenBLAS does not know this CPU and runs its AVX2 kernels; "
-                           "OPENBLAS_CORETYPE=SkylakeX\n          in the environment gives it "
-                           "its AVX-512 ones (SGEMM 1.85x faster on Zen 5).\n";
+            if (core) {
+              char rates[160] = "";
+              if (core->best_gflops > 0)
+                std::snprintf(rates, sizeof rates,
+                              "\n          1024^3 SGEMM on one core: %.0f GFLOP/s with %s, %.0f "
+                              "with %s (%.2fx)",
+                              core->live_gflops, core->live.c_str(), core->best_gflops,
+                              core->best.c_str(), core->best_gflops / core->live_gflops);
+              std::cout << "note      OpenBLAS runs its " << core->live
+                        << " kernels, below what this CPU runs (" << core->best << ")." << rates
+                        << "\n          attnkit's own products do not depend on it; LibTorch's "
+                           "do. The fix:\n          export OPENBLAS_CORETYPE="
+                        << core->best << "\n";
+            }
             if (info.blas.is_reference)
               std::cerr << "\nWARNING: the reference BLAS is live; matrix products are ~30x "
                            "slower.\n  Install OpenBLAS:  apt-get install libopenblas0-pthread\n"
