@@ -24,7 +24,7 @@ at::Tensor frozen(const at::Tensor& t) {
   return w.dim() == 2 && w.stride(1) == 1 ? w : w.contiguous();
 }
 
-// A weight [out, in], and its packed panels for products of blas::kGemvRows rows or more.
+// A weight [out, in] and its packed panels.
 struct Weight {
   at::Tensor w;  // rows as far apart as the module keeps them
   Panels<float> panels;
@@ -35,15 +35,11 @@ struct Weight {
   int64_t out() const { return w.size(0); }
 };
 
-// y[rows, out] = x W^T (+ y when accumulate): one GEMV per row for a few rows, as BLAS does it
-// best; from kGemvRows rows on, the packed panels with rows split between the threads.
+// y[rows, out] = x W^T (+ y when accumulate) on the packed panels, whatever the rows: one to
+// three rows take the wide blocks, and too few rows for the threads split the columns. One GEMV
+// per row through BLAS was as fast only on OpenBLAS's best kernels: greedy decoding at batch 1
+// ran 0.36x as fast where OpenBLAS picked its SSE3 ones (OPENBLAS_CORETYPE=Prescott on Zen 5).
 void product(const float* x, int64_t rows, int64_t in, const Weight& w, float* y, bool accumulate) {
-  if (rows < blas::kGemvRows) {
-    blas::linear(x, static_cast<int>(rows), static_cast<int>(in), w.w.data_ptr<float>(),
-                 static_cast<int>(w.out()), y, accumulate, /*ldx=*/0, /*ldy=*/0,
-                 /*ldw=*/static_cast<int>(w.w.stride(0)));
-    return;
-  }
   w.panels.multiply_parallel(x, rows, /*ldx=*/in, y, /*ldy=*/w.out(), accumulate, /*kstride=*/1,
                              row_parts(rows, 2.0 * rows * in * w.out()));
 }
