@@ -12,6 +12,9 @@
 //                                        (kernels/attention_decoder.h) or step by step
 //   Encoder/fwdbwd                       the benchmark model's encoder (bidirectional GRU 256,
 //                                        B = 64, S = 4 .. 12), forward and backward
+//   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
+//                                        float packed panels against the int8 ones (activations
+//                                        quantized in the loop)
 //
 // Threads: --threads=N (default 1), the same value the Python side uses.
 
@@ -19,6 +22,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -31,6 +35,8 @@
 #include "attnkit/kernels/matmul.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
+#include "kernels/int8_gemm.h"
+#include "kernels/packed_gemm.h"
 
 namespace {
 
@@ -178,6 +184,25 @@ void packed_gemm_case(benchmark::State& state) {
       2.0 * size * size * size * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The float packed product against the int8 one at a decoding shape (one thread, the rows of x
+// quantized inside the timed loop, as a decoder step would).
+void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64_t n) {
+  auto w = at::randn({n, k}) * 0.1, x = at::randn({m, k}), y = at::empty({m, n});
+  const auto floats = kernels::packed::Panels<float>::transposed(w.data_ptr<float>(), n, k, k);
+  const auto bytes = kernels::int8::Panels::quantize(w.data_ptr<float>(), n, k, k);
+  for (auto _ : state) {
+    if (int8)
+      bytes.multiply(x.data_ptr<float>(), m, /*ldx=*/k, /*bias=*/nullptr, y.data_ptr<float>(),
+                     /*ldy=*/n);
+    else
+      floats.multiply(x.data_ptr<float>(), m, /*ldx=*/k, y.data_ptr<float>(), /*ldy=*/n,
+                      /*accumulate=*/false);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["GOP/s"] =
+      benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   for (auto score : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau,
                      ScoreKind::ScaledDot, ScoreKind::Dot, ScoreKind::General})
@@ -209,6 +234,17 @@ void register_all() {
   benchmark::RegisterBenchmark("Encoder/fwdbwd", encoder_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("PackedGemm/1024", packed_gemm_case)->Unit(benchmark::kMillisecond);
+  // A greedy step's projections and output layer, a beam step's (5 beams x 32), a training-size
+  // block.
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 256, 768}, {1, 256, 2784}, {64, 256, 768}, {160, 256, 2784}})
+    for (bool int8 : {false, true})
+      benchmark::RegisterBenchmark(
+          ("Linear/" + std::string(int8 ? "int8/" : "float/") + std::to_string(m) + "x" +
+           std::to_string(k) + "x" + std::to_string(n))
+              .c_str(),
+          linear_case, int8, m, k, n)
+          ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace
