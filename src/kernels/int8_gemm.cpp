@@ -92,6 +92,13 @@ __attribute__((target("avx2"))) void avx2_block(const int16_t* xs, int64_t ldx, 
 
 // ---- epilogues: fma(float(acc), s_x * s_w, b), the same operations in every path --------------
 
+// The reference, and the vector paths' tail past their last whole register.
+void epilogue_scalar(const int32_t* acc, float sx, const float* sw, const float* bias, int64_t n,
+                     float* y) {
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = std::fma(static_cast<float>(acc[j]), sx * sw[j], bias ? bias[j] : 0.f);
+}
+
 __attribute__((target("avx512f"))) void epilogue_avx512(const int32_t* acc, float sx,
                                                         const float* sw, const float* bias,
                                                         int64_t n, float* y) {
@@ -102,7 +109,7 @@ __attribute__((target("avx512f"))) void epilogue_avx512(const int32_t* acc, floa
     const __m512 a = _mm512_cvtepi32_ps(_mm512_loadu_si512(acc + j));
     _mm512_storeu_ps(y + j, _mm512_fmadd_ps(a, _mm512_mul_ps(vx, _mm512_loadu_ps(sw + j)), b));
   }
-  for (; j < n; ++j) y[j] = std::fma(static_cast<float>(acc[j]), sx * sw[j], bias ? bias[j] : 0.f);
+  epilogue_scalar(acc + j, sx, sw + j, bias ? bias + j : nullptr, n - j, y + j);
 }
 
 __attribute__((target("avx2,fma"))) void epilogue_avx2(const int32_t* acc, float sx,
@@ -116,13 +123,7 @@ __attribute__((target("avx2,fma"))) void epilogue_avx2(const int32_t* acc, float
         _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)));
     _mm256_storeu_ps(y + j, _mm256_fmadd_ps(a, _mm256_mul_ps(vx, _mm256_loadu_ps(sw + j)), b));
   }
-  for (; j < n; ++j) y[j] = std::fma(static_cast<float>(acc[j]), sx * sw[j], bias ? bias[j] : 0.f);
-}
-
-void epilogue_scalar(const int32_t* acc, float sx, const float* sw, const float* bias, int64_t n,
-                     float* y) {
-  for (int64_t j = 0; j < n; ++j)
-    y[j] = std::fma(static_cast<float>(acc[j]), sx * sw[j], bias ? bias[j] : 0.f);
+  epilogue_scalar(acc + j, sx, sw + j, bias ? bias + j : nullptr, n - j, y + j);
 }
 
 }  // namespace
