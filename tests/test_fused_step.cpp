@@ -54,11 +54,13 @@ TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
       auto source = at::randint(1, 17, {rows, 6}, at::kLong);
       auto lengths = at::randint(1, 7, {rows}, at::kLong);
       lengths[0] = 6;
-      auto reference = model->decoder->start(model->encoder->forward(source, lengths));
-      auto state = reference;
+      const auto encoded = model->encoder->forward(source, lengths);
+      auto reference = model->decoder->start(encoded);
+      seq2seq::FusedStep fused(model->decoder);
+      auto state = fused.start(encoded);  // the keys on the packed weights
+      EXPECT_TRUE(close(state.keys, reference.keys));
       // A row with nothing to attend to gets zero weights and context, never NaN.
       reference.mask = state.mask = state.mask.clone().index_put_({1}, false);
-      seq2seq::FusedStep fused(model->decoder);
       auto tokens = at::randint(1, 19, {rows}, at::kLong);
       for (int t = 0; t < 4; ++t) {
         auto expected = model->decoder->step(tokens, reference);

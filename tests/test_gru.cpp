@@ -2,12 +2,16 @@
 // reference, and against finite differences.
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/rnn.h>
 #include <torch/nn/utils/rnn.h>
 
+#include <optional>
+
 #include "attnkit/kernels/gru.h"
+#include "attnkit/kernels/one_part.h"
 #include "attnkit/seq2seq/model.h"
 #include "testing.h"
 
@@ -189,6 +193,54 @@ TEST(GRUKernels, Seq2SeqWithFusedGrusMatchesTheNnGruReference) {
     for (auto& p : fused->named_parameters())
       EXPECT_TRUE(close(p.value().grad(), ref_params[p.key()].grad(), 1e-5, 1e-4))
           << p.key() << ", " << layers << " layers";
+  }
+}
+
+// The searches' encoder (the GRU and the bridge on weights packed once per model, the directions
+// side by side on two threads) against the training path (kernels::gru_sequence) and against
+// torch::nn::GRU: memory, mask, initial state and summary, for deep and shallow, bi- and
+// unidirectional encoders, rows of three lengths (one of them 1) in unsorted order.
+TEST(GRUKernels, PackedInferenceEncoderMatchesTheTrainingPathAndNnGru) {
+  for (auto [layers, bidirectional] :
+       {std::pair{1, true}, std::pair{2, true}, std::pair{2, false}}) {
+    SCOPED_TRACE(std::to_string(layers) + " layers, " +
+                 (bidirectional ? "bidirectional" : "one direction"));
+    auto options = seq2seq::Seq2SeqOptions(11, 13)
+                       .embed_size(6)
+                       .hidden_size(20)  // 3H = 60: the last panel is partly padding
+                       .layers(layers)
+                       .bidirectional(bidirectional);
+    at::manual_seed(8);
+    seq2seq::Encoder fused(options);
+    seq2seq::Encoder reference(options.fused_kernels(false));
+    {
+      at::NoGradGuard no_grad;
+      auto from = fused->named_parameters();
+      for (auto& p : reference->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    fused->eval();
+    reference->eval();
+    c10::InferenceMode inference;
+    auto source = at::randint(1, 11, {4, 5}, at::kLong);
+    auto lengths = at::tensor({3, 5, 1, 5}, at::kLong);
+    source.index_put_({0, at::indexing::Slice(3)}, 0);
+    source.index_put_({2, at::indexing::Slice(1)}, 0);
+    const auto training_path = fused->forward(source, lengths);
+    const auto nn_gru = reference->forward(source, lengths);
+    for (bool one_thread : {false, true}) {
+      std::optional<kernels::OnePartPerThread> single;
+      if (one_thread) single.emplace();
+      const auto packed = fused->forward(source, lengths, /*packed=*/true);
+      for (const auto* expected : {&training_path, &nn_gru}) {
+        EXPECT_TRUE(close(packed.memory, expected->memory));
+        EXPECT_TRUE(close(packed.state, expected->state));
+        EXPECT_TRUE(close(packed.summary, expected->summary));
+        EXPECT_TRUE(at::equal(packed.mask, expected->mask));
+      }
+      // Past each length the memory is exactly zero, as the packed sequence's padding.
+      EXPECT_EQ(packed.memory.index({0, at::indexing::Slice(3)}).abs().sum().item<float>(), 0.f);
+      EXPECT_EQ(packed.memory.index({2, at::indexing::Slice(1)}).abs().sum().item<float>(), 0.f);
+    }
   }
 }
 

@@ -5,16 +5,13 @@
 #include <algorithm>
 
 #include "attnkit/kernels/gru.h"
-#include "blas.h"
-#include "packed_gemm.h"
+#include "attnkit/kernels/packed_linear.h"
 #include "row_parts.h"
 #include "simd.h"
 #include "softmax_row.h"
 
 namespace attnkit::kernels {
 namespace {
-
-using packed::Panels;
 
 // A weight as the step reads it: no copy, so a search over one short sentence does not pay for
 // copying the column blocks (the query half of the score, the feed's part of W_ih) it views.
@@ -24,46 +21,33 @@ at::Tensor frozen(const at::Tensor& t) {
   return w.dim() == 2 && w.stride(1) == 1 ? w : w.contiguous();
 }
 
-// A weight [out, in] and its packed panels.
-struct Weight {
-  at::Tensor w;  // rows as far apart as the module keeps them
-  Panels<float> panels;
-  explicit Weight(const at::Tensor& t = {}) : w(frozen(t)) {
-    if (w.defined())
-      panels = Panels<float>::transposed(w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0));
-  }
-  int64_t out() const { return w.size(0); }
-};
-
-// y[rows, out] = x W^T (+ y when accumulate) on the packed panels, whatever the rows: one to
-// three rows take the wide blocks, and too few rows for the threads split the columns. One GEMV
-// per row through BLAS was as fast only on OpenBLAS's best kernels: greedy decoding at batch 1
-// ran 0.36x as fast where OpenBLAS picked its SSE3 ones (OPENBLAS_CORETYPE=Prescott on Zen 5).
-void product(const float* x, int64_t rows, int64_t in, const Weight& w, float* y, bool accumulate) {
-  w.panels.multiply_parallel(x, rows, /*ldx=*/in, y, /*ldy=*/w.out(), accumulate, /*kstride=*/1,
-                             row_parts(rows, 2.0 * rows * in * w.out()));
+// A weight [out, in] packed, and its [out] bias or none.
+PackedLinear packed(const at::Tensor& w, const at::Tensor& b = {}) {
+  return w.defined() ? PackedLinear(frozen(w), frozen(b)) : PackedLinear();
 }
 
-// y[rows, out] = bias + x W^T
-void affine(const float* x, int64_t rows, int64_t in, const Weight& w, const at::Tensor& b,
-            float* y) {
-  const int64_t out = w.out();
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy(b.data_ptr<float>(), b.data_ptr<float>() + out, y + r * out);
-  product(x, rows, in, w, y, /*accumulate=*/true);
+// y[rows, out] = x W^T + b (+ y when accumulate) on the packed panels, whatever the rows: one to
+// three rows take the wide blocks, and rows split between threads when there are enough of them
+// (a step at batch 1 stays on its thread: splitting its columns cost more than it gave). One GEMV
+// per row through BLAS was as fast only on OpenBLAS's best kernels: greedy decoding at batch 1
+// ran 0.36x as fast where OpenBLAS picked its SSE3 ones (OPENBLAS_CORETYPE=Prescott on Zen 5).
+void product(const float* x, int64_t rows, const PackedLinear& w, float* y,
+             bool accumulate = false) {
+  w.apply(x, rows, /*ldx=*/w.in(), y, /*ldy=*/w.out(), accumulate,
+          row_parts(rows, 2.0 * rows * w.in() * w.out()));
 }
 
 }  // namespace
 
 struct PackedDecoderWeights::Impl {
-  at::Tensor table;                // [V, 3H]
-  Weight feed;                     // [3H, H], or empty
-  std::vector<Weight> w_ih, w_hh;  // per layer (w_ih from the second layer on)
-  std::vector<at::Tensor> b_ih, b_hh;
-  Weight query;            // [A, H]
-  at::Tensor v;            // [A]
-  Weight combine, output;  // [H, H + Hm], [V, H]
-  at::Tensor b_combine, b_output;
+  at::Tensor table;                      // [V, 3H]
+  PackedLinear feed;                     // [3H, H], or empty
+  std::vector<PackedLinear> w_ih, w_hh;  // per layer (w_ih from the second layer on), with biases
+  PackedLinear query;                    // [A, H]
+  at::Tensor v;                          // [A]
+  PackedLinear combine, output;          // [H, H + Hm], [V, H], with biases
+  PackedLinear key;                      // [A, Hm] with its bias, or empty
+  int64_t hidden = 0;
 };
 
 PackedDecoderWeights::PackedDecoderWeights(const DecoderStepWeights& w) {
@@ -72,20 +56,23 @@ PackedDecoderWeights::PackedDecoderWeights(const DecoderStepWeights& w) {
               "DecoderStep: every GRU layer needs w_ih, w_hh, b_ih and b_hh");
   auto p = std::make_unique<Impl>();
   p->table = w.table.detach().contiguous();
-  if (w.w_feed.defined()) p->feed = Weight(w.w_feed);
+  p->feed = packed(w.w_feed);
   for (size_t l = 0; l < w.w_hh.size(); ++l) {
-    p->w_ih.emplace_back(l > 0 ? w.w_ih[l] : at::Tensor());
-    p->w_hh.emplace_back(w.w_hh[l]);
-    p->b_ih.push_back(frozen(w.b_ih[l]));
-    p->b_hh.push_back(frozen(w.b_hh[l]));
+    p->w_ih.push_back(l > 0 ? packed(w.w_ih[l], w.b_ih[l]) : PackedLinear());
+    p->w_hh.push_back(packed(w.w_hh[l], w.b_hh[l]));
   }
-  p->query = Weight(w.w_query);
+  p->query = packed(w.w_query);
   p->v = frozen(w.v);
-  p->combine = Weight(w.w_combine);
-  p->b_combine = frozen(w.b_combine);
-  p->output = Weight(w.w_output);
-  p->b_output = frozen(w.b_output);
+  p->combine = packed(w.w_combine, w.b_combine);
+  p->output = packed(w.w_output, w.b_output);
+  p->key = packed(w.w_key, w.b_key);
+  p->hidden = w.w_hh[0].size(1);
   impl_ = std::move(p);
+}
+
+at::Tensor PackedDecoderWeights::project_keys(const at::Tensor& memory) const {
+  TORCH_CHECK(impl_->key.defined(), "DecoderStep: these weights were packed without w_key");
+  return impl_->key(memory);
 }
 
 PackedDecoderWeights::~PackedDecoderWeights() = default;
@@ -97,7 +84,7 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   const auto& p = weights_->impl();
   const auto tokens = in.tokens.to(at::kLong).contiguous();
   const int64_t N = tokens.size(0), L = static_cast<int64_t>(p.w_hh.size());
-  const int64_t H = p.w_hh[0].w.size(1), A = p.query.out(), V = p.output.out();
+  const int64_t H = p.hidden, A = p.query.out(), V = p.output.out();
   const int64_t S = in.memory.size(1), Hm = in.memory.size(2);
   TORCH_CHECK(in.hidden.size(0) == L && in.hidden.size(1) == N && in.memory.size(0) == N &&
                   in.keys.size(2) == A,
@@ -119,16 +106,16 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
                 " is outside the target vocabulary");
     std::copy(table + tok[n] * 3 * H, table + (tok[n] + 1) * 3 * H, gi_.data() + n * 3 * H);
   }
-  const auto feed_in = p.feed.w.defined() ? in.feed.contiguous() : at::Tensor();
+  const auto feed_in = p.feed.defined() ? in.feed.contiguous() : at::Tensor();
   if (feed_in.defined())
-    product(feed_in.data_ptr<float>(), N, H, p.feed, gi_.data(), /*accumulate=*/true);
+    product(feed_in.data_ptr<float>(), N, p.feed, gi_.data(), /*accumulate=*/true);
   auto new_hidden = at::empty({L, N, H});
   const float* x = nullptr;  // the layer's input [N, H], from the second layer on
   for (int64_t l = 0; l < L; ++l) {
     const float* h = hidden.data_ptr<float>() + l * N * H;
     float* h_out = new_hidden.data_ptr<float>() + l * N * H;
-    if (l > 0) affine(x, N, H, p.w_ih[l], p.b_ih[l], gi_.data());
-    affine(h, N, H, p.w_hh[l], p.b_hh[l], gh_.data());
+    if (l > 0) product(x, N, p.w_ih[l], gi_.data());
+    product(h, N, p.w_hh[l], gh_.data());
     gru_gates(gi_.data(), gh_.data(), h, h_out, N, H);
     x = h_out;
   }
@@ -136,7 +123,7 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
 
   // Scores, masked softmax and context: the query half of the score's linear layer (the key
   // half and its bias are in the keys).
-  product(top, N, H, p.query, query_.data(), /*accumulate=*/false);
+  product(top, N, p.query, query_.data());
   auto weights = at::zeros({N, S});
   const float *K = keys.data_ptr<float>(), *M = memory.data_ptr<float>(),
               *v = p.v.data_ptr<float>();
@@ -161,10 +148,10 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   DecoderStepOutputs out;
   out.feed = at::empty({N, 1, H});
   float* f = out.feed.data_ptr<float>();
-  affine(combine_in_.data(), N, H + Hm, p.combine, p.b_combine, f);
+  product(combine_in_.data(), N, p.combine, f);
   simd::tanh_inplace(f, N * H);
   out.logits = at::empty({N, V});
-  affine(f, N, H, p.output, p.b_output, out.logits.data_ptr<float>());
+  product(f, N, p.output, out.logits.data_ptr<float>());
   out.hidden = new_hidden;
   out.attention = weights;
   return out;

@@ -20,6 +20,9 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.stride(1) == 1,
               "PackedLinear: the weight must be float32 [out, in] with contiguous rows, got ",
               weight.sizes());
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0) &&
+                                  bias.scalar_type() == at::kFloat),
+              "PackedLinear: the bias must be float32 [", weight.size(0), "], got ", bias.sizes());
   auto impl = std::make_shared<Impl>();
   impl->weight = weight.detach();
   if (bias.defined()) impl->bias = bias.detach().contiguous();
@@ -28,9 +31,37 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias) {
   impl_ = std::move(impl);
 }
 
+int64_t PackedLinear::in() const { return impl_->weight.size(1); }
+int64_t PackedLinear::out() const { return impl_->weight.size(0); }
+
+void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
+                         bool accumulate, int64_t parts) const {
+  const int64_t in = this->in(), out = this->out();
+  if (rows <= 0) return;
+  // The bias starts each row's sums (or is added to what y holds), so that every element stays
+  // one chain of FMAs whatever the threads.
+  if (impl_->bias.defined()) {
+    const float* b = impl_->bias.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yr = y + r * ldy;
+      if (accumulate)
+        for (int64_t j = 0; j < out; ++j) yr[j] += b[j];
+      else
+        std::copy_n(b, out, yr);
+    }
+    accumulate = true;
+  }
+  // Few rows (a decoding step) split the weight's columns when each part still streams at least
+  // 64 Ki weights (256 KiB): a pool worker takes a part within microseconds (part_pool.h).
+  if (parts <= 0)
+    parts = rows >= 8
+                ? row_parts(rows, 2.0 * rows * in * out)
+                : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
+  impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, accumulate, /*kstride=*/1, parts);
+}
+
 at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
-  const auto& w = impl_->weight;
-  const int64_t in = w.size(1), out = w.size(0);
+  const int64_t in = this->in(), out = this->out();
   TORCH_CHECK(x.size(-1) == in && x.scalar_type() == at::kFloat, "PackedLinear: input ", x.sizes(),
               " does not fit a weight of ", in, " inputs");
   const auto xc = x.contiguous();
@@ -38,18 +69,7 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
   auto sizes = x.sizes().vec();
   sizes.back() = out;
   auto y = at::empty(sizes, x.options());
-  float* py = y.data_ptr<float>();
-  const bool biased = impl_->bias.defined();
-  if (biased)
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(impl_->bias.data_ptr<float>(), out, py + r * out);
-  // Few rows (a decoding step) split the weight's columns when each part still streams at least
-  // 64 Ki weights (256 KiB): a pool worker takes a part within microseconds (part_pool.h).
-  const int64_t parts =
-      rows >= 8 ? row_parts(rows, 2.0 * rows * in * out)
-                : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
-  impl_->panels.multiply_parallel(xc.data_ptr<float>(), rows, /*ldx=*/in, py, /*ldy=*/out,
-                                  /*accumulate=*/biased, /*kstride=*/1, parts);
+  apply(xc.data_ptr<float>(), rows, /*ldx=*/in, y.data_ptr<float>(), /*ldy=*/out);
   return y;
 }
 

@@ -28,6 +28,9 @@ kernels::DecoderStepWeights step_weights(const Decoder& d) {
   }
   const auto& score = d->attention->score;
   w.w_query = score->query_weight();
+  const int64_t queries = w.w_query.size(1);
+  w.w_key = score->linear->weight.narrow(1, queries, score->linear->weight.size(1) - queries);
+  w.b_key = score->linear->bias;
   w.v = score->v ? score->v->weight.reshape({-1}) : at::ones({w.w_query.size(0)});
   w.w_combine = d->combine->weight;
   w.b_combine = d->combine->bias;
@@ -63,7 +66,12 @@ bool FusedStep::supports(const Decoder& d) {
   return true;
 }
 
-FusedStep::FusedStep(const Decoder& d) : step_(packed_weights(checked(d))) {}
+FusedStep::FusedStep(const Decoder& d)
+    : decoder_(d), weights_(packed_weights(checked(d))), step_(weights_) {}
+
+DecoderState FusedStep::start(const EncoderOutput& encoded) {
+  return decoder_->start(encoded, weights_->project_keys(encoded.memory));
+}
 
 StepOutput FusedStep::step(const at::Tensor& tokens, DecoderState& s) {
   kernels::DecoderStepInputs in;

@@ -4,9 +4,12 @@
 #include <torch/nn/options/embedding.h>
 #include <torch/nn/options/rnn.h>
 
+#include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/kernels/attention_decoder.h"
 #include "attnkit/kernels/dispatch.h"
+#include "attnkit/kernels/gru_encoder.h"
+#include "attnkit/kernels/packed_linear.h"
 
 namespace attnkit::seq2seq {
 namespace {
@@ -60,15 +63,41 @@ EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
   register_module("self_attention_norm", self_attention_norm);
 }
 
-EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& lengths) {
+struct EncoderImpl::Packed {
+  kernels::PackedGru gru;
+  kernels::PackedLinear bridge;
+};
+
+std::shared_ptr<const EncoderImpl::Packed> EncoderImpl::packed_weights() {
+  if (!options.fused_kernels()) return nullptr;
+  for (const auto& p : parameters())
+    if (p.scalar_type() != at::kFloat || !p.device().is_cpu()) return nullptr;
+  auto self = std::dynamic_pointer_cast<EncoderImpl>(shared_from_this());
+  return derived_weights<Packed>(self, [&] {
+    const auto w = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh per layer-direction
+    std::vector<kernels::GruWeights> layers;
+    for (size_t i = 0; i + 3 < w.size(); i += 4)
+      layers.push_back({w[i], w[i + 1], w[i + 2], w[i + 3]});
+    auto p = std::make_shared<Packed>();
+    p->gru = kernels::PackedGru(layers, directions(options));
+    p->bridge = kernels::PackedLinear(bridge->weight, bridge->bias);
+    return std::shared_ptr<const Packed>(std::move(p));
+  });
+}
+
+EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
+                                   bool packed) {
   TORCH_CHECK(source.dim() == 2, "Encoder: source must be [B, S] token ids, got ", source.sizes());
   TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == source.size(0), "Encoder: lengths ",
               lengths.sizes(), " must be [B] for source ", source.sizes());
   TORCH_CHECK(lengths.numel() == 0 || lengths.min().item<int64_t>() >= 1,
               "Encoder: every source needs at least one token");
   const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
+  const auto weights =
+      packed && !is_training() && !at::GradMode::is_enabled() ? packed_weights() : nullptr;
   auto embedded = drop(embedding(source), options.dropout(), options, is_training());  // [B, S, E]
-  auto [memory, h_n] = run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
+  auto [memory, h_n] = weights ? weights->gru(embedded, lengths)
+                               : run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
   auto finals = h_n.view({layers, directions(options), batch, options.hidden_size()})
                     .permute({0, 2, 1, 3})
@@ -80,7 +109,8 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
     auto residual = drop(attended.output, options.dropout(), options, is_training());
     memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(memory + residual);
   }
-  return {drop(memory, options.dropout(), options, is_training()), mask, at::tanh(bridge(finals)),
+  auto state = weights ? weights->bridge(finals) : bridge(finals);  // [layers, B, H]
+  return {drop(memory, options.dropout(), options, is_training()), mask, at::tanh(state),
           finals[layers - 1]};
 }
 
@@ -132,13 +162,15 @@ DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
   register_module("output", output);
 }
 
-DecoderState DecoderImpl::start(const EncoderOutput& e) {
+DecoderState DecoderImpl::start(const EncoderOutput& e, const at::Tensor& keys) {
   const int64_t batch = e.memory.size(0);
   DecoderState s;
   s.hidden = e.state;                                                         // [L, B, H]
   s.feed = at::zeros({batch, 1, options.hidden_size()}, e.memory.options());  // [B, 1, H]
   s.memory = e.memory;
-  s.keys = attention ? attention->project_keys(e.memory) : e.memory;  // once per source
+  s.keys = keys.defined() ? keys
+           : attention    ? attention->project_keys(e.memory)
+                          : e.memory;  // once per source
   s.mask = e.mask;
   s.summary = e.summary;
   if (attention) s.query_weight = attention->score->query_weight();

@@ -62,11 +62,14 @@ void ensure_eval(Seq2Seq& model) {
 // step, over a DecoderState whose source fields are per row.
 class Seq2SeqDecoder : public StepDecoder {
  public:
+  // With SearchOptions::fused, the encoder and the decoder's steps on packed weights (the
+  // encoder's GRU and bridge, the keys, every step's products) where the model allows.
   Seq2SeqDecoder(Seq2Seq& model, const at::Tensor& source, const at::Tensor& lengths,
                  const SearchOptions& o)
-      : decoder_(model->decoder),
-        state_(decoder_->start(model->encoder->forward(source, lengths))) {
+      : decoder_(model->decoder) {
     if (o.fused && FusedStep::supports(decoder_)) fused_.emplace(decoder_);
+    const auto encoded = model->encoder->forward(source, lengths, /*packed=*/o.fused);
+    state_ = fused_ ? fused_->start(encoded) : decoder_->start(encoded);
   }
   Step step(const at::Tensor& tokens) override {
     auto out = fused_ ? fused_->step(tokens, state_) : decoder_->step(tokens, state_);

@@ -10,8 +10,8 @@
 //
 // Why it exists: at batch 1 the LibTorch step (seq2seq::DecoderImpl::step) spends most of its
 // time in per-op overhead and in OpenBLAS packing whole weight matrices for one-row GEMMs. Here
-// the weights are packed once per decoder for the AVX-512 or AVX2 blocks
-// (src/kernels/packed_gemm.h; one GEMV per row below kernels::blas::kGemvRows rows), the GRU
+// the weights are packed once per decoder for the AVX-512 or AVX2 blocks (kernels::PackedLinear,
+// whatever the rows: decoding's speed does not depend on which kernels OpenBLAS picked), the GRU
 // gates, scores, softmax and context run in hand-written loops, and no autograd or dispatcher
 // sits between them.
 //
@@ -36,6 +36,9 @@ struct DecoderStepWeights {
   at::Tensor v;                     // [A]: Bahdanau's v, or ones for the plain additive sum
   at::Tensor w_combine, b_combine;  // [H, H + Hm], [H]
   at::Tensor w_output, b_output;    // [V, H], [V]
+  // [A, Hm], [A]: the key half of the score's linear layer and its bias, for project_keys once
+  // per source (undefined: not packed).
+  at::Tensor w_key, b_key;
 };
 
 // The weights packed for the step. Packing costs as much as a few thousand row-steps, more than
@@ -44,6 +47,8 @@ class PackedDecoderWeights {
  public:
   explicit PackedDecoderWeights(const DecoderStepWeights& weights);
   ~PackedDecoderWeights();
+  // memory [N, S, Hm] -> the keys a step reads, [N, S, A] = memory W_key^T + b_key.
+  at::Tensor project_keys(const at::Tensor& memory) const;
   struct Impl;
   const Impl& impl() const { return *impl_; }
 

@@ -2,10 +2,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 
 // A linear layer's weight packed once for the inference products that reuse it at every step (a
-// decoder's projections and its output layer): y = x W^T + b in float32.
+// decoder's projections and its output layer, an encoder's): y = x W^T + b in float32.
 //
 // Why it exists: kernels::linear packs the weight on every call, and at a decoding step of a
 // beam search (160 rows of 256 against the 2767 x 256 output layer) that packing cost as much as
@@ -25,7 +26,16 @@ class PackedLinear {
   PackedLinear(const at::Tensor& weight, const at::Tensor& bias);
   // x [..., in] float32 -> [..., out]; no autograd.
   at::Tensor operator()(const at::Tensor& x) const;
+
+  // The same on raw rows: y[rows, out] = x[rows, in] W^T + b (+ y's values when accumulate), x
+  // rows ldx apart, y rows ldy apart. `parts` threads (row_parts.h): 0 takes the default for the
+  // size, split by rows or, with too few rows, by the weight's columns; 1 stays on this thread.
+  void apply(const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
+             bool accumulate = false, int64_t parts = 0) const;
+
   bool defined() const { return impl_ != nullptr; }
+  int64_t in() const;
+  int64_t out() const;
 
   struct Impl;
 

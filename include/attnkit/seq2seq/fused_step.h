@@ -20,11 +20,15 @@ class FusedStep {
   // attention with a biased score layer, float32 on the CPU.
   static bool supports(const Decoder& decoder);
   explicit FusedStep(const Decoder& decoder);
+  // DecoderImpl::start, its keys projected on the packed weights.
+  DecoderState start(const EncoderOutput& encoded);
   // The same contract as DecoderImpl::step in eval mode: logits [N, V], feed, attention [N, S];
   // `state` advances. log_prob and entropy stay undefined (no sampling).
   StepOutput step(const at::Tensor& tokens, DecoderState& state);
 
  private:
+  Decoder decoder_;
+  std::shared_ptr<const kernels::PackedDecoderWeights> weights_;
   kernels::DecoderStep step_;
 };
 

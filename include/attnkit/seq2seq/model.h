@@ -52,8 +52,10 @@ struct EncoderOutput {
 class EncoderImpl : public torch::nn::Module {
  public:
   explicit EncoderImpl(const Seq2SeqOptions& options);
-  // source [B, S] token ids (0 = padding), lengths [B] (>= 1).
-  EncoderOutput forward(const at::Tensor& source, const at::Tensor& lengths);
+  // source [B, S] token ids (0 = padding), lengths [B] (>= 1). packed = true (eval mode, no
+  // gradients, float32, fused kernels): the GRU and the bridge on weights packed once per model
+  // (kernels/gru_encoder.h), as the searches encode; the same results to rounding.
+  EncoderOutput forward(const at::Tensor& source, const at::Tensor& lengths, bool packed = false);
   // embedded [B, S, E] -> (outputs [B, S, Hm], final states [layers * dirs, B, H]).
   std::tuple<at::Tensor, at::Tensor> run_gru(const at::Tensor& embedded, const at::Tensor& lengths);
 
@@ -63,6 +65,12 @@ class EncoderImpl : public torch::nn::Module {
   torch::nn::Linear bridge{nullptr};
   torch::nn::ModuleList self_attention{nullptr};
   torch::nn::ModuleList self_attention_norm{nullptr};
+
+ private:
+  struct Packed;
+  // The GRU's and the bridge's weights packed once per set of weights (core/derived_weights.h);
+  // null when the configuration has no packed path.
+  std::shared_ptr<const Packed> packed_weights();
 };
 TORCH_MODULE(Encoder);
 
@@ -107,7 +115,9 @@ struct ForcedInputs {
 class DecoderImpl : public torch::nn::Module {
  public:
   explicit DecoderImpl(const Seq2SeqOptions& options);
-  DecoderState start(const EncoderOutput& encoded);
+  // `keys` [B, S, A]: the memory through the score's key projection, when the caller computed
+  // it (FusedStep, on packed weights); undefined: computed here.
+  DecoderState start(const EncoderOutput& encoded, const at::Tensor& keys = {});
   // tokens [N] -> logits for the next token; advances `state`. With project = false the
   // output layer is skipped, so a caller can apply project() to all steps in one GEMM.
   StepOutput step(const at::Tensor& tokens, DecoderState& state, bool project = true);
