@@ -46,6 +46,17 @@ TEST(Int8Quantize, EachRowWithinHalfAStepAndTheMaximumAt127) {
     EXPECT_EQ(largest, r == 2 ? 0 : 127) << "row " << r;
   }
   EXPECT_EQ(scale[2], 0.f);
+  // Every ISA's loop gives the same bytes and scales (a row long enough for the vector loop).
+  const int64_t wide = 70;
+  auto y = random_matrix(3, wide, rng, 5.f);
+  std::vector<int8_t> first(3 * wide), other(3 * wide);
+  std::vector<float> first_scale(3), other_scale(3);
+  quantize_rows(y.data(), 3, wide, wide, first.data(), first_scale.data(), Isa::Scalar);
+  for (Isa isa : supported_isas()) {
+    quantize_rows(y.data(), 3, wide, wide, other.data(), other_scale.data(), isa);
+    EXPECT_EQ(other, first) << to_string(isa);
+    EXPECT_EQ(std::memcmp(other_scale.data(), first_scale.data(), 3 * sizeof(float)), 0);
+  }
 }
 
 // The exact reference: int64 sums of the quantized values, read back from the panels.
@@ -97,10 +108,45 @@ TEST_P(Int8Gemm, EveryPathEqualsTheExactReferenceBitForBit) {
   }
 }
 
+// Split between threads by rows or by panels, and accumulating onto y, a product gives the same
+// bits as on one thread: every element is one exact sum and one fma.
+TEST_P(Int8Gemm, ThreadsAndAccumulatingGiveTheSameBits) {
+  const auto [m, k, n] = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(m * 7 + k * 3 + n));
+  const auto w = random_matrix(n, k, rng, 0.5f);
+  const auto x = random_matrix(m, k, rng, 3.f);
+  const auto start = random_matrix(m, n, rng, 1.f);
+  for (Isa isa : supported_isas()) {
+    const Panels panels = Panels::quantize(w.data(), n, k, /*ldw=*/k, isa);
+    SCOPED_TRACE(name(panels.path()));
+    std::vector<float> one(m * n), added = start;
+    panels.multiply(x.data(), m, k, /*bias=*/nullptr, one.data(), n);
+    panels.multiply(x.data(), m, k, nullptr, added.data(), n, /*accumulate=*/true);
+    std::vector<int8_t> qx(m * k);
+    std::vector<float> sx(m);
+    quantize_rows(x.data(), m, k, k, qx.data(), sx.data());
+    for (int64_t i = 0; i < m * n; ++i) {
+      // Accumulating is fma(sum, s_x s_w, y): the exact sum's own epilogue onto y's value.
+      const int64_t r = i / n, j = i % n;
+      int64_t sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += int64_t{qx[r * k + c]} * panels.at(j, c);
+      const float exact = std::fma(static_cast<float>(sum), sx[r] * panels.scales()[j], start[i]);
+      ASSERT_EQ(std::memcmp(&added[i], &exact, sizeof exact), 0) << r << "," << j;
+    }
+    for (int64_t parts : {2, 3}) {
+      std::vector<float> split(m * n);
+      panels.multiply(x.data(), m, k, nullptr, split.data(), n, /*accumulate=*/false, parts);
+      EXPECT_EQ(std::memcmp(split.data(), one.data(), one.size() * sizeof(float)), 0)
+          << parts << " parts";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Gemm,
-                         ::testing::Values(Shape{1, 1, 1}, Shape{1, 256, 768}, Shape{3, 7, 15},
-                                           Shape{4, 259, 16}, Shape{5, 64, 33}, Shape{9, 130, 100},
-                                           Shape{17, 256, 70}));
+                         ::testing::Values(Shape{1, 1, 1}, Shape{1, 256, 768}, Shape{1, 64, 200},
+                                           Shape{3, 7, 15}, Shape{4, 259, 16}, Shape{5, 64, 33},
+                                           Shape{9, 130, 100}, Shape{17, 256, 70},
+                                           Shape{2, 40, 1000}));
 
 // The largest magnitudes on both sides: x's bytes at 0 and 255 after the VNNI path's +128, and
 // every product at +-127 * 127, summed over a long K without overflow or saturation.
@@ -148,9 +194,9 @@ TEST(Int8Gemm, TheProductIsWithinTheQuantizationBound) {
       EXPECT_LE(std::fabs(y[r * n + j] - exact), bound * 1.001 + 1e-6) << r << "," << j;
     }
   // One byte per weight, padded to whole panels (16 columns) and groups (4), plus a float scale
-  // per row and an int32 compensation per padded column: a quarter of the float weight at
+  // and an int32 compensation per padded column: a quarter of the float weight at
   // widths that are multiples of 16.
-  EXPECT_EQ(panels.bytes(), 64 * 256 + 4 * n + 4 * 64);
+  EXPECT_EQ(panels.bytes(), 64 * 256 + 4 * 64 + 4 * 64);
 }
 
 }  // namespace

@@ -102,6 +102,13 @@ TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
   // after an epoch without dropout); tighter bounds passed or failed with the seed.
   EXPECT_GE(exact, 80u) << "exact matches out of 100";
   EXPECT_GE(static_cast<double>(aligned) / links, 0.8) << aligned << " of " << links << " links";
+
+  // Decoding the same model in int8 keeps what it learned: its translations are float32's.
+  model->set_compute_type(kernels::ComputeType::Int8);
+  const auto int8 = translator.translate(sources, greedy);
+  size_t same = 0;
+  for (size_t i = 0; i < out.size(); ++i) same += int8[i].text == out[i].text;
+  EXPECT_GE(same, 97u) << "int8 translations equal to float32's, out of 100";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tasks, SyntheticTask, ::testing::Values("copy", "reverse", "permute"));

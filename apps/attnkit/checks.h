@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
+
+#include "attnkit/kernels/compute_type.h"
 
 // Validators for numeric options: every number a command takes is checked where it is parsed,
 // so that 0 layers, a NaN learning rate or port 70000 is refused with the option's name instead
@@ -44,5 +47,20 @@ inline CLI::Validator non_negative() { return at_least(0); }
 inline CLI::Validator fraction() { return range(0, 1, false, true); }
 inline CLI::Validator probability() { return range(0, 1); }
 inline CLI::Validator port() { return range(0, 65535); }
+
+// --compute-type float32|int8 for a command that loads a model: unset keeps the model
+// directory's (config.json's compute_type).
+inline CLI::Option* add_compute_type(CLI::App* app,
+                                     std::optional<kernels::ComputeType>& compute_type) {
+  return app
+      ->add_option_function<std::string>(
+          "--compute-type",
+          [&compute_type](const std::string& name) {
+            compute_type = kernels::parse_compute_type(name);
+          },
+          "What decoding computes in: float32 | int8 (default: the model directory's; int8 "
+          "quantizes a float32 model's weights as it loads them)")
+      ->check(CLI::IsMember({"float32", "int8"}));
+}
 
 }  // namespace attnkit::cli::checks

@@ -9,6 +9,7 @@
 #include "attnkit/train/averaging.h"
 #include "checks.h"
 #include "commands.h"
+#include "model_dir.h"
 
 namespace attnkit::cli {
 namespace fs = std::filesystem;
@@ -19,25 +20,6 @@ struct AverageArgs {
   size_t last = 5;
   std::vector<std::string> weights;
 };
-
-// The files that describe the model besides its weights: config.json, the vocabularies and any
-// SentencePiece models.
-bool describes_model(const fs::path& file) {
-  const auto name = file.filename().string();
-  return name == "config.json" || file.extension() == ".vocab" ||
-         name.find(".spm.") != std::string::npos;
-}
-
-// A new directory, or one without a model: averaging never replaces another model's weights.
-void prepare_output(const AverageArgs& a) {
-  if (fs::exists(a.out) && fs::equivalent(a.out, a.model))
-    throw Error("average: --out must be a new directory, not the model directory " + a.model);
-  for (const char* file : {"config.json", "model.pt"})
-    if (fs::exists(fs::path(a.out) / file))
-      throw Error("average: " + a.out + " already holds a model (" +
-                  (fs::path(a.out) / file).string() + "); name a new directory");
-  fs::create_directories(a.out);
-}
 
 std::vector<std::string> files_to_average(const AverageArgs& a) {
   if (!a.weights.empty()) return a.weights;
@@ -54,11 +36,13 @@ int run(const AverageArgs& a) {
   seq2seq::Translator translator(a.model);  // the architecture the files must fit
   const auto files = files_to_average(a);
   train::average_weights(translator.module(), files);
-  prepare_output(a);
-  for (const auto& entry : fs::directory_iterator(a.model))
-    if (entry.is_regular_file() && describes_model(entry.path()))
-      fs::copy_file(entry.path(), fs::path(a.out) / entry.path().filename(),
-                    fs::copy_options::overwrite_existing);
+  prepare_new_model_dir("average", a.model, a.out);
+  copy_model_description(a.model, a.out);
+  if (translator.config().compute_type() != kernels::ComputeType::Float32) {
+    auto config = translator.config();  // the averaged weights are float32, and so is model.pt
+    config.set_compute_type(kernels::ComputeType::Float32);
+    seq2seq::save_config(a.out, config);
+  }
   const auto out = (fs::path(a.out) / "model.pt").string();
   seq2seq::save_weights(translator.module(), out);
   std::cout << "averaged " << files.size() << " weight files ("

@@ -25,6 +25,7 @@ struct EvalArgs {
   seq2seq::SearchOptions search;
   size_t bucket = 10, examples = 3;
   bool reverse = false;
+  std::optional<kernels::ComputeType> compute_type;
   // bleu
   std::vector<std::string> refs;
   std::string hyp;
@@ -65,7 +66,7 @@ int run_eval(const EvalArgs& a) {
     refs.push_back(p.target);
   }
   auto score_model = [&](const std::string& dir) {
-    seq2seq::Translator translator(dir);
+    seq2seq::Translator translator(dir, a.compute_type);
     Scored s;
     s.translations = translator.translate(sources, a.search, 32, /*parallel_batches=*/0);
     for (const auto& t : s.translations) s.hyps.push_back(t.text);
@@ -187,6 +188,7 @@ Command add_eval_command(CLI::App& parent) {
       ->check(checks::non_negative())
       ->capture_default_str();
   app->add_flag("--reverse", a->reverse);
+  checks::add_compute_type(app, a->compute_type);
   return {app, [a] { return run_eval(*a); }, ThreadPolicy::Blas};
 }
 

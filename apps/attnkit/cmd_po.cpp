@@ -25,6 +25,7 @@ struct PoTranslateArgs {
   std::string model, input, out, lang;
   std::vector<std::string> compendia;
   bool no_protect = false, no_memory = false, quiet = false;
+  std::optional<kernels::ComputeType> compute_type;
   po::PretranslateOptions options;
 };
 
@@ -46,7 +47,7 @@ po::Memory load_memory(const PoTranslateArgs& a, const seq2seq::Translator& tran
 int translate(PoTranslateArgs a) {
   // Read and check everything before the model loads: a malformed catalog costs nothing.
   auto catalog = po::Catalog::read(a.input);
-  seq2seq::Translator translator(a.model);
+  seq2seq::Translator translator(a.model, a.compute_type);
   const auto memory = load_memory(a, translator);
   a.options.lang = a.lang;
   a.options.protect = !a.no_protect;
@@ -114,6 +115,7 @@ Command add_po_command(CLI::App& parent) {
       ->required()
       ->check(CLI::ExistingFile);
   t->add_option("--model", a->model, "Model directory from attnkit train")->required();
+  checks::add_compute_type(t, a->compute_type);
   t->add_option("--out", a->out, "The pre-translated catalog (may be the input)")->required();
   t->add_option("--lang", a->lang, "Target language (default: the header's Language)");
   t->add_option("--compendium", a->compendia, "Translated catalogs to reuse exact matches from")

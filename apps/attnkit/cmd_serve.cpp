@@ -17,6 +17,7 @@ Command add_serve_command(CLI::App& parent) {
       parent.add_subcommand("serve", "The translation API, the playground and the web page");
   auto o = std::make_shared<serve::ServerOptions>();
   app->add_option("--model", o->model_dir, "Model directory (without it: the playground only)");
+  checks::add_compute_type(app, o->compute_type);
   app->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   app->add_option("--port", o->port, "Port (0: any free port)")
       ->check(checks::port())

@@ -32,6 +32,7 @@ struct TranslateArgs {
   int parallel_batches = 0;
   bool timing = false;
   std::string attention_out;
+  std::optional<kernels::ComputeType> compute_type;
 };
 
 // A Transformer's maps, averaged over heads, one panel per layer.
@@ -98,7 +99,7 @@ void write_attention_pictures(const TranslateArgs& a, const std::vector<std::str
 int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
-  seq2seq::Translator translator(a.model);
+  seq2seq::Translator translator(a.model, a.compute_type);
   const auto lines = data::read_lines(a.input);
   const auto started = std::chrono::steady_clock::now();
   seq2seq::SearchStats stats;
@@ -173,6 +174,7 @@ Command add_translate_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app->add_flag("--timing", a->timing, "Report sentences/s (model loading excluded) on stderr");
+  checks::add_compute_type(app, a->compute_type);
   app->add_option("--attention-out", a->attention_out,
                   "Write each sentence's attention as NNNN.png, .svg and .json into DIR");
   return {app, [a] { return run(*a); }, ThreadPolicy::Blas};

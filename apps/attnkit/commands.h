@@ -33,6 +33,7 @@ Command add_serve_command(CLI::App& parent);
 Command add_plot_command(CLI::App& parent);
 Command add_export_command(CLI::App& parent);
 Command add_average_command(CLI::App& parent);
+Command add_quantize_command(CLI::App& parent);
 Command add_po_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -54,9 +54,9 @@ void MultiheadAttentionImpl::reset_parameters() {
   if (out_proj->options.bias()) out_proj->bias.zero_();
 }
 
-PackedProjections MultiheadAttentionImpl::pack() {
-  return {kernels::PackedLinear(in_proj_weight, in_proj_bias),
-          kernels::PackedLinear(out_proj->weight, out_proj->bias)};
+PackedProjections MultiheadAttentionImpl::pack(kernels::ComputeType type) {
+  return {kernels::PackedLinear(in_proj_weight, in_proj_bias, type),
+          kernels::PackedLinear(out_proj->weight, out_proj->bias, type)};
 }
 
 MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,

@@ -2,8 +2,8 @@
 
 // Private: a value derived from a module's parameters (weights packed for a kernel), kept across
 // searches and threads and rebuilt when training or loading changes a parameter: each
-// parameter's buffer and version are the key. One entry per live module; entries of modules that
-// are gone are dropped.
+// parameter's buffer and version are the key, with `tag` (what else the value depends on, as the
+// compute type). One entry per live module; entries of modules that are gone are dropped.
 
 #include <torch/nn/module.h>
 
@@ -18,7 +18,7 @@ namespace attnkit {
 
 template <typename Value, typename ModuleImpl, typename Make>
 std::shared_ptr<const Value> derived_weights(const std::shared_ptr<ModuleImpl>& module,
-                                             const Make& make) {
+                                             const Make& make, uint32_t tag = 0) {
   struct Entry {
     std::weak_ptr<ModuleImpl> module;
     std::vector<std::pair<const void*, uint32_t>> weights;
@@ -26,7 +26,7 @@ std::shared_ptr<const Value> derived_weights(const std::shared_ptr<ModuleImpl>& 
   };
   static std::mutex mutex;
   static std::vector<Entry> cache;
-  Entry current{module, {}, nullptr};
+  Entry current{module, {{nullptr, tag}}, nullptr};
   for (const auto& p : module->parameters())
     current.weights.emplace_back(p.data_ptr(), p._version());
   std::lock_guard<std::mutex> lock(mutex);

@@ -22,8 +22,8 @@ at::Tensor frozen(const at::Tensor& t) {
 }
 
 // A weight [out, in] packed, and its [out] bias or none.
-PackedLinear packed(const at::Tensor& w, const at::Tensor& b = {}) {
-  return w.defined() ? PackedLinear(frozen(w), frozen(b)) : PackedLinear();
+PackedLinear packed(ComputeType type, const at::Tensor& w, const at::Tensor& b = {}) {
+  return w.defined() ? PackedLinear(frozen(w), frozen(b), type) : PackedLinear();
 }
 
 // y[rows, out] = x W^T + b (+ y when accumulate) on the packed panels, whatever the rows: one to
@@ -50,22 +50,22 @@ struct PackedDecoderWeights::Impl {
   int64_t hidden = 0;
 };
 
-PackedDecoderWeights::PackedDecoderWeights(const DecoderStepWeights& w) {
+PackedDecoderWeights::PackedDecoderWeights(const DecoderStepWeights& w, ComputeType type) {
   TORCH_CHECK(w.w_hh.size() == w.b_hh.size() && w.w_hh.size() == w.w_ih.size() &&
                   w.w_hh.size() == w.b_ih.size() && !w.w_hh.empty(),
               "DecoderStep: every GRU layer needs w_ih, w_hh, b_ih and b_hh");
   auto p = std::make_unique<Impl>();
   p->table = w.table.detach().contiguous();
-  p->feed = packed(w.w_feed);
+  p->feed = packed(type, w.w_feed);
   for (size_t l = 0; l < w.w_hh.size(); ++l) {
-    p->w_ih.push_back(l > 0 ? packed(w.w_ih[l], w.b_ih[l]) : PackedLinear());
-    p->w_hh.push_back(packed(w.w_hh[l], w.b_hh[l]));
+    p->w_ih.push_back(l > 0 ? packed(type, w.w_ih[l], w.b_ih[l]) : PackedLinear());
+    p->w_hh.push_back(packed(type, w.w_hh[l], w.b_hh[l]));
   }
-  p->query = packed(w.w_query);
+  p->query = packed(type, w.w_query);
   p->v = frozen(w.v);
-  p->combine = packed(w.w_combine, w.b_combine);
-  p->output = packed(w.w_output, w.b_output);
-  p->key = packed(w.w_key, w.b_key);
+  p->combine = packed(type, w.w_combine, w.b_combine);
+  p->output = packed(type, w.w_output, w.b_output);
+  p->key = packed(type, w.w_key, w.b_key);
   p->hidden = w.w_hh[0].size(1);
   impl_ = std::move(p);
 }

@@ -10,7 +10,7 @@
 
 namespace attnkit::kernels {
 
-PackedGru::PackedGru(const std::vector<GruWeights>& weights, int64_t directions)
+PackedGru::PackedGru(const std::vector<GruWeights>& weights, int64_t directions, ComputeType type)
     : directions_(directions) {
   TORCH_CHECK(directions >= 1 && !weights.empty() && weights.size() % directions == 0,
               "PackedGru: ", weights.size(), " layer-directions for ", directions, " directions");
@@ -20,8 +20,8 @@ PackedGru::PackedGru(const std::vector<GruWeights>& weights, int64_t directions)
                     w.w_ih.dim() == 2 && w.w_ih.size(0) == 3 * hidden_,
                 "PackedGru: w_ih ", w.w_ih.sizes(), " and w_hh ", w.w_hh.sizes(),
                 " must be [3H, I] and [3H, H] for H = ", hidden_);
-    input_.emplace_back(w.w_ih, w.b_ih);
-    recurrent_.emplace_back(w.w_hh, w.b_hh);
+    input_.emplace_back(w.w_ih, w.b_ih, type);
+    recurrent_.emplace_back(w.w_hh, w.b_hh, type);
   }
 }
 

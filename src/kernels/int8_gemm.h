@@ -25,9 +25,10 @@
 namespace attnkit::kernels::int8 {
 
 // q[r, c] = round-half-even(x[r, c] * 127 / max_c |x[r, c]|), scale[r] = max_c |x[r, c]| / 127;
-// an all-zero row gives q = 0 and scale 0. x rows ldx apart, q rows `cols` apart.
-void quantize_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, int8_t* q,
-                   float* scale);
+// an all-zero row gives q = 0 and scale 0. x rows ldx apart, q rows `cols` apart. The AVX-512
+// loop (where `isa` allows) gives the scalar loop's bytes and scales.
+void quantize_rows(const float* x, int64_t rows, int64_t cols, int64_t ldx, int8_t* q, float* scale,
+                   Isa isa = cpu_isa());
 
 // The AVX-512 VNNI path runs where cpu_isa() is Avx512 and the CPU has AVX-512 VNNI and BW;
 // else the AVX2 path where cpu_isa() allows it; else the scalar one.
@@ -45,17 +46,19 @@ class Panels {
 
   // acc[m, N] = q_x[m, K] q_w^T, exact; q_x rows k() apart.
   void sums(const int8_t* qx, int64_t m, int32_t* acc) const;
-  // y[m, N] = fma(float(acc), scale_x[m] * scale_w[n], bias[n] or 0), y rows ldy apart.
+  // y[m, N] = fma(float(acc), scale_x[m] * scale_w[n], c) with c = y's value when accumulate,
+  // else bias[n] (nullptr: 0); y rows ldy apart.
   void multiply(const int8_t* qx, const float* scale_x, int64_t m, const float* bias, float* y,
-                int64_t ldy) const;
-  // x [m, K] float -> y, quantizing x's rows first (ldx apart).
-  void multiply(const float* x, int64_t m, int64_t ldx, const float* bias, float* y,
-                int64_t ldy) const;
+                int64_t ldy, bool accumulate = false, int64_t parts = 1) const;
+  // x [m, K] float -> y, quantizing x's rows first (ldx apart). `parts` threads (row_parts.h):
+  // rows in blocks, or, with too few rows, the weight's panels; either way the same bits.
+  void multiply(const float* x, int64_t m, int64_t ldx, const float* bias, float* y, int64_t ldy,
+                bool accumulate = false, int64_t parts = 1) const;
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   Path path() const { return path_; }
-  const std::vector<float>& scales() const { return scale_; }
+  const std::vector<float>& scales() const { return scale_; }  // [N] (padded to whole panels)
   // q_w[row, col], read back from the panels.
   int8_t at(int64_t row, int64_t col) const;
   // Bytes held: the packed weight, its scales and its compensation.
@@ -64,11 +67,23 @@ class Panels {
   static constexpr int64_t kWidth = 16, kGroup = 4;
 
  private:
+  // The blocks' int32 sums for rows [r0, r1) and panels [p0, p1) of x prepared for the path
+  // (prepare()), handed to `finish(rows' first, row count, first column, columns, sums, ld)`.
+  template <typename Finish>
+  void run(const void* prepared, int64_t r0, int64_t r1, int64_t p0, int64_t p1,
+           const Finish& finish) const;
+  // q_x as the path reads it, K padded to whole groups: +128 as bytes (VNNI), 16-bit (AVX2) or
+  // as is (scalar), in `out`.
+  const void* prepare(const int8_t* qx, int64_t m, std::vector<int8_t>& out) const;
+  template <typename Finish>
+  void for_each_part(const int8_t* qx, int64_t m, int64_t parts, const Finish& finish) const;
+
   int64_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
   Path path_ = Path::Scalar;
+  Isa isa_ = Isa::Scalar;            // quantize_rows's
   std::vector<int8_t> data_;         // [panels, groups, 16, 4]
-  std::vector<float> scale_;         // [N]
-  std::vector<int32_t> compensate_;  // [N]: 128 sum_k q_w[n, k], for the VNNI path's offset
+  std::vector<float> scale_;         // [panels * 16], zero past N
+  std::vector<int32_t> compensate_;  // [panels * 16]: 128 sum_k q_w[n, k], for the VNNI path
 };
 
 }  // namespace attnkit::kernels::int8

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "int8_gemm.h"
 #include "packed_gemm.h"
 #include "row_parts.h"
 
@@ -13,10 +14,12 @@ using packed::Panels;
 
 struct PackedLinear::Impl {
   at::Tensor weight, bias;  // [out, in] (rows weight.stride(0) apart), [out] or undefined
-  Panels<float> panels;
+  ComputeType type = ComputeType::Float32;
+  Panels<float> panels;  // float32
+  int8::Panels bytes;    // int8
 };
 
-PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias) {
+PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, ComputeType type) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.stride(1) == 1,
               "PackedLinear: the weight must be float32 [out, in] with contiguous rows, got ",
               weight.sizes());
@@ -26,13 +29,18 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias) {
   auto impl = std::make_shared<Impl>();
   impl->weight = weight.detach();
   if (bias.defined()) impl->bias = bias.detach().contiguous();
-  impl->panels = Panels<float>::transposed(impl->weight.data_ptr<float>(), weight.size(0),
-                                           weight.size(1), weight.stride(0));
+  impl->type = type;
+  const float* w = impl->weight.data_ptr<float>();
+  if (type == ComputeType::Int8)
+    impl->bytes = int8::Panels::quantize(w, weight.size(0), weight.size(1), weight.stride(0));
+  else
+    impl->panels = Panels<float>::transposed(w, weight.size(0), weight.size(1), weight.stride(0));
   impl_ = std::move(impl);
 }
 
 int64_t PackedLinear::in() const { return impl_->weight.size(1); }
 int64_t PackedLinear::out() const { return impl_->weight.size(0); }
+ComputeType PackedLinear::compute_type() const { return impl_->type; }
 
 void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
                          bool accumulate, int64_t parts) const {
@@ -57,7 +65,10 @@ void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, in
     parts = rows >= 8
                 ? row_parts(rows, 2.0 * rows * in * out)
                 : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
-  impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, accumulate, /*kstride=*/1, parts);
+  if (impl_->type == ComputeType::Int8)
+    impl_->bytes.multiply(x, rows, ldx, /*bias=*/nullptr, y, ldy, accumulate, parts);
+  else
+    impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, accumulate, /*kstride=*/1, parts);
 }
 
 at::Tensor PackedLinear::operator()(const at::Tensor& x) const {

@@ -42,9 +42,11 @@ kernels::DecoderStepWeights step_weights(const Decoder& d) {
 // The packed weights, kept per decoder across searches and threads, and rebuilt when training
 // or loading changes any of its parameters.
 std::shared_ptr<const kernels::PackedDecoderWeights> packed_weights(const Decoder& d) {
-  return derived_weights<kernels::PackedDecoderWeights>(d.ptr(), [&] {
-    return std::make_shared<const kernels::PackedDecoderWeights>(step_weights(d));
-  });
+  const auto type = d->options.compute_type();
+  return derived_weights<kernels::PackedDecoderWeights>(
+      d.ptr(),
+      [&] { return std::make_shared<const kernels::PackedDecoderWeights>(step_weights(d), type); },
+      /*tag=*/static_cast<uint32_t>(type));
 }
 
 const Decoder& checked(const Decoder& d) {

@@ -73,16 +73,20 @@ std::shared_ptr<const EncoderImpl::Packed> EncoderImpl::packed_weights() {
   for (const auto& p : parameters())
     if (p.scalar_type() != at::kFloat || !p.device().is_cpu()) return nullptr;
   auto self = std::dynamic_pointer_cast<EncoderImpl>(shared_from_this());
-  return derived_weights<Packed>(self, [&] {
-    const auto w = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh per layer-direction
-    std::vector<kernels::GruWeights> layers;
-    for (size_t i = 0; i + 3 < w.size(); i += 4)
-      layers.push_back({w[i], w[i + 1], w[i + 2], w[i + 3]});
-    auto p = std::make_shared<Packed>();
-    p->gru = kernels::PackedGru(layers, directions(options));
-    p->bridge = kernels::PackedLinear(bridge->weight, bridge->bias);
-    return std::shared_ptr<const Packed>(std::move(p));
-  });
+  const auto type = options.compute_type();
+  return derived_weights<Packed>(
+      self,
+      [&] {
+        const auto w = gru->all_weights();  // w_ih, w_hh, b_ih, b_hh per layer-direction
+        std::vector<kernels::GruWeights> layers;
+        for (size_t i = 0; i + 3 < w.size(); i += 4)
+          layers.push_back({w[i], w[i + 1], w[i + 2], w[i + 3]});
+        auto p = std::make_shared<Packed>();
+        p->gru = kernels::PackedGru(layers, directions(options), type);
+        p->bridge = kernels::PackedLinear(bridge->weight, bridge->bias, type);
+        return std::shared_ptr<const Packed>(std::move(p));
+      },
+      /*tag=*/static_cast<uint32_t>(type));
 }
 
 EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
@@ -291,6 +295,12 @@ at::Tensor DecoderImpl::project(const at::Tensor& feed) {
 Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
   register_module("encoder", encoder);
   register_module("decoder", decoder);
+}
+
+void Seq2SeqImpl::set_compute_type(kernels::ComputeType type) {
+  options.compute_type(type);
+  encoder->options.compute_type(type);
+  decoder->options.compute_type(type);
 }
 
 ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& lengths,

@@ -23,7 +23,9 @@
 #include "attnkit/core/files.h"
 #include "attnkit/core/info.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/io/state_dict.h"
 #include "attnkit/kernels/one_part.h"
+#include "attnkit/kernels/quantize.h"
 #include "attnkit/transformer/search.h"
 #include "attnkit/version.h"
 
@@ -45,6 +47,15 @@ int64_t ModelConfig::source_vocab() const {
 
 int64_t ModelConfig::target_vocab() const {
   return arch == Arch::Transformer ? transformer.target_vocab() : model.target_vocab();
+}
+
+kernels::ComputeType ModelConfig::compute_type() const {
+  return arch == Arch::Transformer ? transformer.compute_type() : model.compute_type();
+}
+
+void ModelConfig::set_compute_type(kernels::ComputeType type) {
+  transformer.compute_type(type);
+  model.compute_type(type);
 }
 
 namespace {
@@ -93,6 +104,7 @@ void save_config(const std::string& dir, const ModelConfig& c) {
       {"arch", to_string(c.arch)},
       {"source_tokenizer", c.source_tokenizer},
       {"target_tokenizer", c.target_tokenizer},
+      {"compute_type", kernels::to_string(c.compute_type())},
       {"model", c.arch == Arch::Transformer ? transformer_json(c.transformer) : rnn_json(c.model)}};
   if (!c.source_lang.empty()) j["source_lang"] = c.source_lang;
   if (!c.target_lang.empty()) j["target_lang"] = c.target_lang;
@@ -242,6 +254,9 @@ ModelConfig load_config(const std::string& dir) {
     c.arch = j.contains("arch") ? parse_arch(j.at("arch").get<std::string>()) : Arch::Rnn;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
+    const auto type = j.contains("compute_type")
+                          ? kernels::parse_compute_type(j.at("compute_type").get<std::string>())
+                          : kernels::ComputeType::Float32;
     for (auto [key, field] :
          {std::pair{"source_lang", &c.source_lang}, std::pair{"target_lang", &c.target_lang},
           std::pair{"train_corpus", &c.train_corpus}})
@@ -267,6 +282,7 @@ ModelConfig load_config(const std::string& dir) {
               .tie_output(b("tie_output"))
               .share_embeddings(b("share_embeddings"));
       check_transformer_options(path, c.transformer);
+      c.set_compute_type(type);
       return c;
     }
     c.model = Seq2SeqOptions(i("source_vocab"), i("target_vocab"))
@@ -285,6 +301,7 @@ ModelConfig load_config(const std::string& dir) {
                   .self_attention_layers(i("self_attention_layers"))
                   .self_attention_heads(i("self_attention_heads"));
     check_model_options(path, c.model);
+    c.set_compute_type(type);
     return c;
   } catch (const json::exception& e) {
     throw Error(path + ": malformed config (" + e.what() + ")");
@@ -395,6 +412,56 @@ void load_weights(torch::nn::Module& model, const std::string& path) {
   check_loaded(model, path, expected);
 }
 
+namespace {
+
+constexpr const char* kScaleSuffix = "_scale";
+
+// What an int8 directory stores as int8 rows: the float matrices (weights of the linear layers,
+// the GRUs, the attention projections, the embeddings); vectors (biases, norms) stay float.
+bool quantized(const at::Tensor& t) { return t.dim() == 2 && t.scalar_type() == at::kFloat; }
+
+}  // namespace
+
+void save_quantized_weights(torch::nn::Module& model, const std::string& path) {
+  io::TensorDict out;
+  for (auto& [name, t] : io::state_dict(model)) {
+    if (!quantized(t)) {
+      out.emplace_back(name, t);
+      continue;
+    }
+    auto q = kernels::quantize_rows(t.detach());
+    out.emplace_back(name, q.values);
+    out.emplace_back(name + kScaleSuffix, q.scales);
+  }
+  io::save_tensor_dict(path, out);
+}
+
+void load_quantized_weights(torch::nn::Module& model, const std::string& path) {
+  if (!fs::exists(path)) throw Error(path + ": missing model weights");
+  const auto stored = io::load_tensor_dict(path);
+  io::TensorDict weights;
+  for (const auto& [name, t] : stored) {
+    if (t.scalar_type() != at::kChar) {
+      const bool scale = name.size() > 6 && name.compare(name.size() - 6, 6, kScaleSuffix) == 0;
+      if (!scale) weights.emplace_back(name, t);
+      continue;
+    }
+    const auto& scales =
+        io::find(stored, name + kScaleSuffix, path + " (int8 weight '" + name + "')");
+    if (t.dim() != 2 || scales.dim() != 1 || scales.size(0) != t.size(0) ||
+        scales.scalar_type() != at::kFloat)
+      throw Error(path + ": '" + name +
+                  "' must be int8 [rows, cols] with float32 [rows] scales in '" + name +
+                  kScaleSuffix + "'");
+    weights.emplace_back(name, kernels::dequantize_rows({t, scales}));
+  }
+  const auto expected = shapes_of(model);
+  io::LoadStateDictOptions options;
+  options.source = path;
+  io::load_state_dict(model, weights, options);
+  check_loaded(model, path, expected);
+}
+
 std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs) {
   size_t width = 1;
   for (const auto& s : seqs) width = std::max(width, s.size());
@@ -409,8 +476,11 @@ std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_
   return {ids, lengths};
 }
 
-Translator::Translator(const std::string& dir) : dir_(dir) {
+Translator::Translator(const std::string& dir, std::optional<kernels::ComputeType> compute_type)
+    : dir_(dir) {
   config_ = load_config(dir);
+  const bool int8_file = config_.compute_type() == kernels::ComputeType::Int8;
+  if (compute_type) config_.set_compute_type(*compute_type);
   source_vocab_ = data::Vocab::load((fs::path(dir) / "source.vocab").string());
   target_vocab_ = data::Vocab::load((fs::path(dir) / "target.vocab").string());
   auto check = [&](size_t have, int64_t want, const char* which) {
@@ -429,7 +499,9 @@ Translator::Translator(const std::string& dir) : dir_(dir) {
     model_ = Seq2Seq(config_.model);
   const auto best = fs::path(dir) / "model.pt", latest = fs::path(dir) / "checkpoint.pt";
   // A run stopped before its first model.pt (killed in its first epoch) still has its weights.
-  if (!fs::exists(best) && fs::exists(latest))
+  if (int8_file)
+    load_quantized_weights(module(), best.string());
+  else if (!fs::exists(best) && fs::exists(latest))
     load_checkpoint_model(module(), latest.string());
   else
     load_weights(module(), best.string());
@@ -448,6 +520,7 @@ Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_voc
       source_vocab_(std::move(source_vocab)),
       target_vocab_(std::move(target_vocab)) {
   config_.arch = Arch::Rnn;
+  config_.set_compute_type(model_->options.compute_type());  // the model's, whatever config said
   source_tok_ = data::make_tokenizer(config_.source_tokenizer);
   target_tok_ = data::make_tokenizer(config_.target_tokenizer);
 }
@@ -459,6 +532,7 @@ Translator::Translator(ModelConfig config, transformer::TransformerModel model,
       source_vocab_(std::move(source_vocab)),
       target_vocab_(std::move(target_vocab)) {
   config_.arch = Arch::Transformer;
+  config_.set_compute_type(transformer_->options.compute_type());
   source_tok_ = data::make_tokenizer(config_.source_tokenizer);
   target_tok_ = data::make_tokenizer(config_.target_tokenizer);
 }

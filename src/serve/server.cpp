@@ -145,8 +145,8 @@ void check_body(const httplib::Request& req, const ServerOptions& o) {
 // The API; `batcher` and `po` are null without a model.
 void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher, PoService* po,
              const Connections& connections) {
-  server.Get("/healthz",
-             plain([&o, batcher, &connections](const httplib::Request&, httplib::Response& res) {
+  server.Get("/healthz", plain([&o, batcher, po, &connections](const httplib::Request&,
+                                                               httplib::Response& res) {
                json health = {{"status", "ok"},
                               {"version", kVersion},
                               {"model", !o.model_dir.empty()},
@@ -155,6 +155,11 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher, 
                if (batcher) {
                  health["decoder_calls"] = batcher->batches_run();
                  health["sentences"] = batcher->sentences_run();
+               }
+               if (po) {  // the model's (read once it loaded: immutable)
+                 const auto& config = po->translator.config();
+                 health["arch"] = seq2seq::to_string(config.arch);
+                 health["compute_type"] = kernels::to_string(config.compute_type());
                }
                reply(res, 200, health);
              }));
@@ -213,7 +218,7 @@ int run_server(const ServerOptions& o) {
   std::unique_ptr<PoService> po;  // before the batcher: a job still running refers to it
   std::unique_ptr<Batcher> batcher;
   if (!o.model_dir.empty()) {
-    translator = std::make_unique<seq2seq::Translator>(o.model_dir);
+    translator = std::make_unique<seq2seq::Translator>(o.model_dir, o.compute_type);
     po = std::make_unique<PoService>(PoService{*translator, {}});
     const auto& corpus = translator->config().train_corpus;
     if (!corpus.empty() && std::filesystem::exists(corpus)) po->memory.add_corpus(corpus);

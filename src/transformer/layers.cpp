@@ -114,9 +114,9 @@ at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::T
   });
 }
 
-PackedEncoderLayer TransformerEncoderLayerImpl::pack() {
-  return {self_attn->pack(), kernels::PackedLinear(linear1->weight, linear1->bias),
-          kernels::PackedLinear(linear2->weight, linear2->bias)};
+PackedEncoderLayer TransformerEncoderLayerImpl::pack(kernels::ComputeType type) {
+  return {self_attn->pack(type), kernels::PackedLinear(linear1->weight, linear1->bias, type),
+          kernels::PackedLinear(linear2->weight, linear2->bias, type)};
 }
 
 // ---- decoder layer ----
@@ -218,7 +218,7 @@ at::Tensor TransformerDecoderLayerImpl::cross_attention_step(const at::Tensor& x
                 : kernels::linear(context, attn.out_proj->weight, attn.out_proj->bias);
 }
 
-PackedDecoderLayer TransformerDecoderLayerImpl::pack() {
+PackedDecoderLayer TransformerDecoderLayerImpl::pack(kernels::ComputeType type) {
   const int64_t d = options.d_model();
   auto rows = [](const at::Tensor& b, int64_t first, int64_t count) {
     return b.defined() ? b.narrow(0, first, count) : at::Tensor();
@@ -226,14 +226,15 @@ PackedDecoderLayer TransformerDecoderLayerImpl::pack() {
   auto& s = *self_attn;
   auto& c = *multihead_attn;
   PackedDecoderLayer p;
-  p.self_qkv = kernels::PackedLinear(s.in_proj_weight, s.in_proj_bias);
-  p.self_out = kernels::PackedLinear(s.out_proj->weight, s.out_proj->bias);
-  p.cross_q = kernels::PackedLinear(c.in_proj_weight.narrow(0, 0, d), rows(c.in_proj_bias, 0, d));
-  p.cross_kv =
-      kernels::PackedLinear(c.in_proj_weight.narrow(0, d, 2 * d), rows(c.in_proj_bias, d, 2 * d));
-  p.cross_out = kernels::PackedLinear(c.out_proj->weight, c.out_proj->bias);
-  p.linear1 = kernels::PackedLinear(linear1->weight, linear1->bias);
-  p.linear2 = kernels::PackedLinear(linear2->weight, linear2->bias);
+  p.self_qkv = kernels::PackedLinear(s.in_proj_weight, s.in_proj_bias, type);
+  p.self_out = kernels::PackedLinear(s.out_proj->weight, s.out_proj->bias, type);
+  p.cross_q =
+      kernels::PackedLinear(c.in_proj_weight.narrow(0, 0, d), rows(c.in_proj_bias, 0, d), type);
+  p.cross_kv = kernels::PackedLinear(c.in_proj_weight.narrow(0, d, 2 * d),
+                                     rows(c.in_proj_bias, d, 2 * d), type);
+  p.cross_out = kernels::PackedLinear(c.out_proj->weight, c.out_proj->bias, type);
+  p.linear1 = kernels::PackedLinear(linear1->weight, linear1->bias, type);
+  p.linear2 = kernels::PackedLinear(linear2->weight, linear2->bias, type);
   return p;
 }
 

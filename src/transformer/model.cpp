@@ -156,15 +156,19 @@ at::Tensor TransformerModelImpl::project(const at::Tensor& features) {
 std::shared_ptr<const PackedDecoding> TransformerModelImpl::packed_weights() {
   if (output_weight().scalar_type() != at::kFloat) return nullptr;
   auto self = std::dynamic_pointer_cast<TransformerModelImpl>(shared_from_this());
-  return derived_weights<PackedDecoding>(self, [&] {
-    auto p = std::make_shared<PackedDecoding>();
-    for (int64_t i = 0; i < options.encoder_layers(); ++i)
-      p->encoder.push_back(transformer->encoder->layer(i).pack());
-    for (int64_t i = 0; i < options.decoder_layers(); ++i)
-      p->layers.push_back(transformer->decoder->layer(i).pack());
-    p->output = kernels::PackedLinear(output_weight(), output_bias_);
-    return std::shared_ptr<const PackedDecoding>(std::move(p));
-  });
+  const auto type = options.compute_type();
+  return derived_weights<PackedDecoding>(
+      self,
+      [&] {
+        auto p = std::make_shared<PackedDecoding>();
+        for (int64_t i = 0; i < options.encoder_layers(); ++i)
+          p->encoder.push_back(transformer->encoder->layer(i).pack(type));
+        for (int64_t i = 0; i < options.decoder_layers(); ++i)
+          p->layers.push_back(transformer->decoder->layer(i).pack(type));
+        p->output = kernels::PackedLinear(output_weight(), output_bias_, type);
+        return std::shared_ptr<const PackedDecoding>(std::move(p));
+      },
+      /*tag=*/static_cast<uint32_t>(type));
 }
 
 DecodingState TransformerModelImpl::start(const Encoded& encoded, bool packed) {

@@ -516,6 +516,79 @@ class PicturesCli(unittest.TestCase):
         self.assertIn(bad + ":2", p.stderr)
 
 
+TINY_TRANSFORMER = os.path.join(HERE, "..", "golden", "tiny_transformer")
+
+
+class QuantizeCli(unittest.TestCase):
+    """attnkit quantize and --compute-type: int8 model directories."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def translate(self, model, *extra):
+        p = subprocess.run([BIN, "--threads", "1", "translate", "--model", model, "--beam", "3", *extra],
+                           input="Open the file\nSave as\nDelete the selected files\n", capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.splitlines()
+
+    def test_an_int8_directory_is_smaller_says_so_and_translates(self):
+        for model in (TINY_MODEL, TINY_TRANSFORMER):
+            out = os.path.join(self.dir, os.path.basename(model) + "-int8")
+            p = attnkit("quantize", "--model", model, "--out", out)
+            self.assertIn("int8 weights", p.stdout)
+            self.assertEqual(sorted(os.listdir(out)), ["config.json", "model.pt", "source.vocab", "target.vocab"])
+            # A quarter of the bytes, and a float scale per row: 1/8 more on the tiny Transformer's
+            # 32-wide rows (3.1x here), 1/64 on a 256-wide model's (3.9x, docs/PERFORMANCE.md).
+            ratio = os.path.getsize(os.path.join(model, "model.pt")) / os.path.getsize(os.path.join(out, "model.pt"))
+            self.assertGreaterEqual(ratio, 3.0, model)
+            with open(os.path.join(out, "config.json")) as f:
+                self.assertEqual(json.load(f)["compute_type"], "int8")
+            # PyTorch reads the weights: int8 matrices with a float scale per row.
+            weights = torch.load(os.path.join(out, "model.pt"))
+            matrices = [k for k, t in weights.items() if t.dtype == torch.int8]
+            self.assertGreater(len(matrices), 5)
+            for k in matrices:
+                self.assertEqual(weights[k + "_scale"].shape, (weights[k].shape[0],), k)
+                self.assertEqual(weights[k].abs().max().item(), 127, k)
+            info = json.loads(attnkit("info", "--model", out, "--json").stdout)["model"]
+            self.assertEqual(info["compute_type"], "int8")
+            self.assertEqual(info["weights_bytes"], os.path.getsize(os.path.join(out, "model.pt")))
+            self.assertEqual(len(self.translate(out)), 3)
+            self.assertEqual(len(self.translate(out, "--compute-type", "float32")), 3)
+            self.assertEqual(len(self.translate(model, "--compute-type", "int8")), 3)
+
+    def test_nothing_is_replaced_and_bad_compute_types_are_refused(self):
+        out = os.path.join(self.dir, "int8")
+        attnkit("quantize", "--model", TINY_MODEL, "--out", out)
+        before = read_bytes(os.path.join(out, "model.pt"))
+        p = attnkit("quantize", "--model", TINY_MODEL, "--out", out, expect_ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("new directory", p.stderr)
+        p = attnkit("quantize", "--model", out, "--out", os.path.join(self.dir, "again"), expect_ok=False)
+        self.assertIn("int8 already", p.stderr)
+        self.assertEqual(read_bytes(os.path.join(out, "model.pt")), before)
+        p = subprocess.run([BIN, "translate", "--model", out, "--compute-type", "int4"], input="Open\n",
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--compute-type", p.stderr)
+        config = os.path.join(out, "config.json")
+        with open(config) as f:
+            c = json.load(f)
+        c["compute_type"] = "int4"
+        with open(config, "w") as f:
+            json.dump(c, f)
+        p = subprocess.run([BIN, "translate", "--model", out], input="Open\n", capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(config, p.stderr)
+        self.assertIn("unknown compute type 'int4'", p.stderr)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

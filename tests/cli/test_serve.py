@@ -125,6 +125,17 @@ class TransformerServe(unittest.TestCase):
         finally:
             stop_server(proc)
 
+    def test_int8_serves_and_says_so(self):
+        proc, url = start_server("--compute-type", "int8", model=TINY_TRANSFORMER)
+        try:
+            health = healthz(url)[0]
+            self.assertEqual((health["arch"], health["compute_type"]), ("transformer", "int8"))
+            status, r = post(url, "api/translate", {"text": "Open the file", "beam": 2})
+            self.assertEqual(status, 200, r)
+            self.assertTrue(r["translation"])
+        finally:
+            stop_server(proc)
+
 
 class ServeCli(unittest.TestCase):
     """attnkit serve on 127.0.0.1: the API, limits, batching, and staying up under bad input."""
@@ -148,7 +159,9 @@ class ServeCli(unittest.TestCase):
             return e.code, json.loads(e.read() or b"{}")
 
     def test_healthz_and_page(self):
-        self.assertEqual(self.request("healthz")[1]["status"], "ok")
+        health = self.request("healthz")[1]
+        self.assertEqual(health["status"], "ok")
+        self.assertEqual((health["arch"], health["compute_type"]), ("rnn", "float32"))
         with urllib.request.urlopen(self.url, timeout=30) as r:
             self.assertIn("attnkit", r.read().decode())
 

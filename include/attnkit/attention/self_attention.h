@@ -66,7 +66,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                           const PackedProjections* packed = nullptr);
   // The projections packed once, for inference with unchanging weights (a translation
   // model's encoder): forward(..., packed) then streams them instead of packing per call.
-  PackedProjections pack();
+  PackedProjections pack(kernels::ComputeType type = kernels::ComputeType::Float32);
 
   MultiheadAttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;

@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "attnkit/kernels/compute_type.h"
+
 // One inference step of the attention decoder (GRU layers, soft additive or Bahdanau attention,
 // with or without input feeding), in float32 on raw buffers.
 //
@@ -45,7 +47,9 @@ struct DecoderStepWeights {
 // a batch decodes: build it once per set of weights and share it (it is immutable).
 class PackedDecoderWeights {
  public:
-  explicit PackedDecoderWeights(const DecoderStepWeights& weights);
+  // The products compute in `type`; the table stays float32 (a lookup, not a product).
+  explicit PackedDecoderWeights(const DecoderStepWeights& weights,
+                                ComputeType type = ComputeType::Float32);
   ~PackedDecoderWeights();
   // memory [N, S, Hm] -> the keys a step reads, [N, S, A] = memory W_key^T + b_key.
   at::Tensor project_keys(const at::Tensor& memory) const;

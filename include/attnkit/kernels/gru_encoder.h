@@ -35,7 +35,8 @@ class PackedGru {
   // weights[l * directions + d] (torch::nn::GRU's all_weights() order); layer l > 0 reads the
   // previous layer's outputs of all directions side by side. Views the weights: they must outlive
   // this and stay unchanged.
-  PackedGru(const std::vector<GruWeights>& weights, int64_t directions);
+  PackedGru(const std::vector<GruWeights>& weights, int64_t directions,
+            ComputeType type = ComputeType::Float32);
 
   // x [B, S, I] float32, lengths [B] (each 1..S) -> outputs [B, S, H * directions], zero past
   // each length, and final states [layers * directions, B, H]; no autograd.

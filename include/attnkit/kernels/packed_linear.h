@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "attnkit/kernels/compute_type.h"
+
 // A linear layer's weight packed once for the inference products that reuse it at every step (a
 // decoder's projections and its output layer, an encoder's): y = x W^T + b in float32.
 //
@@ -16,6 +18,11 @@
 // which kernels OpenBLAS picked for the CPU. The products are src/kernels/packed_gemm.h's, so every
 // output element is one sum in ascending k whatever the rows or threads; kernels::linear is the
 // reference (tests/test_transformer.cpp holds the packed decoding step to the composite one).
+//
+// With ComputeType::Int8 the weight is quantized per output row instead and each product
+// quantizes its input rows (src/kernels/int8_gemm.h): a quarter of the bytes to stream, which is
+// what a decoding step's products wait for, and exact int32 sums, so the results too are the
+// same whatever the rows or threads. The float32 product is its reference (tests/test_int8.cpp).
 namespace attnkit::kernels {
 
 class PackedLinear {
@@ -23,7 +30,8 @@ class PackedLinear {
   PackedLinear() = default;
   // weight [out, in] float32 (rows may be strided, as a narrow() of a wider weight gives), bias
   // [out] or undefined. Views the weight: it must outlive this and stay unchanged.
-  PackedLinear(const at::Tensor& weight, const at::Tensor& bias);
+  PackedLinear(const at::Tensor& weight, const at::Tensor& bias,
+               ComputeType type = ComputeType::Float32);
   // x [..., in] float32 -> [..., out]; no autograd.
   at::Tensor operator()(const at::Tensor& x) const;
 
@@ -36,6 +44,7 @@ class PackedLinear {
   bool defined() const { return impl_ != nullptr; }
   int64_t in() const;
   int64_t out() const;
+  ComputeType compute_type() const;
 
   struct Impl;
 

@@ -10,6 +10,7 @@
 
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/self_attention.h"
+#include "attnkit/kernels/compute_type.h"
 
 // The second note's Seq2Seq with attention: an Embedding + GRU encoder, and a GRU decoder that
 // attends over the encoder states at every step.
@@ -40,6 +41,9 @@ struct Seq2SeqOptions {
   // Run the GRUs through kernels/gru.h (one input GEMM per sequence, a hand-written backward).
   // false: torch::nn::GRU, the reference. Same parameters and the same results either way.
   TORCH_ARG(bool, fused_kernels) = true;
+  // What the searches' packed products compute in (kernels/compute_type.h): the encoder's and
+  // every decoder step's; training is float32.
+  TORCH_ARG(kernels::ComputeType, compute_type) = kernels::ComputeType::Float32;
 };
 
 struct EncoderOutput {
@@ -184,6 +188,10 @@ class Seq2SeqImpl : public torch::nn::Module {
   ForwardOutput forward(const at::Tensor& source, const at::Tensor& lengths,
                         const at::Tensor& target_in, double teacher_forcing = 1.0,
                         const at::Tensor& positions = {}, Head head = Head::Logits);
+
+  // What the searches' packed products compute in, here and in the encoder's and decoder's
+  // options (the packed weights follow it).
+  void set_compute_type(kernels::ComputeType type);
 
   Seq2SeqOptions options;
   Encoder encoder{nullptr};

@@ -3,12 +3,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
+#include "attnkit/kernels/compute_type.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/seq2seq/search.h"
 #include "attnkit/transformer/model.h"
@@ -16,7 +18,8 @@
 // A model directory holds everything `translate` needs:
 //   config.json    model options, tokenizer specs, vocabulary sizes
 //   source.vocab   target.vocab
-//   model.pt       the best weights (LibTorch archive)
+//   model.pt       the best weights (LibTorch archive); in an int8 directory (attnkit quantize,
+//                  config.json's compute_type) a torch.save dict of int8 rows and their scales
 //   checkpoint.pt  the training state, for resuming
 //   metrics.jsonl  the training log
 namespace attnkit::seq2seq {
@@ -38,6 +41,10 @@ struct ModelConfig {
   std::string source_lang, target_lang, train_corpus;
   int64_t source_vocab() const;
   int64_t target_vocab() const;
+  // config.json's "compute_type" (float32 when absent): what decoding computes in, and for int8
+  // how model.pt holds the weights. Kept in the architecture's options.
+  kernels::ComputeType compute_type() const;
+  void set_compute_type(kernels::ComputeType type);
 };
 
 void save_config(const std::string& dir, const ModelConfig& config);
@@ -47,6 +54,12 @@ ModelConfig load_config(const std::string& dir);
 // Weights of either architecture (a module's parameters and buffers) as model.pt.
 void save_weights(torch::nn::Module& model, const std::string& path);
 void load_weights(torch::nn::Module& model, const std::string& path);
+// An int8 directory's model.pt: a torch.save dict of the module's parameters and buffers, each
+// float matrix (the linear layers', the GRUs' and the embeddings' weights) as its int8 rows under
+// its own name and their scales under NAME_scale (kernels/quantize.h), the rest as it is. Loading
+// gives the module the matrices the int8 rows stand for.
+void save_quantized_weights(torch::nn::Module& model, const std::string& path);
+void load_quantized_weights(torch::nn::Module& model, const std::string& path);
 // The latest weights in a training checkpoint (model_dir/checkpoint.pt).
 void load_checkpoint_model(torch::nn::Module& model, const std::string& path);
 inline void save_weights(Seq2Seq& model, const std::string& path) { save_weights(*model, path); }
@@ -89,7 +102,10 @@ class Translator {
   // Loads config, vocabularies, tokenizers and weights (model.pt, or checkpoint.pt's latest
   // weights when a run stopped before writing model.pt); a missing or inconsistent directory
   // (e.g. a vocabulary whose size differs from the weights') is an attnkit::Error.
-  explicit Translator(const std::string& model_dir);
+  // `compute_type`, when given, replaces config.json's (an int8 directory's weights then run in
+  // float32, or a float32 one's are quantized when packed).
+  explicit Translator(const std::string& model_dir,
+                      std::optional<kernels::ComputeType> compute_type = std::nullopt);
   Translator(ModelConfig config, Seq2Seq model, data::Vocab source_vocab, data::Vocab target_vocab);
   Translator(ModelConfig config, transformer::TransformerModel model, data::Vocab source_vocab,
              data::Vocab target_vocab);

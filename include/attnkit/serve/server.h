@@ -2,14 +2,18 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "attnkit/kernels/compute_type.h"
 
 // `attnkit serve`: the translation API, the mechanism playground and the web page, on
 // cpp-httplib. Concurrent translation requests are batched into one decoder call.
 namespace attnkit::serve {
 
 struct ServerOptions {
-  std::string model_dir;  // empty: the playground only
+  std::string model_dir;                             // empty: the playground only
+  std::optional<kernels::ComputeType> compute_type;  // unset: the model directory's
   std::string host = "127.0.0.1";
   int port = 8080;                     // 0: any free port (printed)
   size_t max_connections = 256;        // served at once, each on its own thread; more wait

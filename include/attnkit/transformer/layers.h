@@ -61,7 +61,7 @@ class TransformerEncoderLayerImpl : public torch::nn::Module {
   // self-attention weights [B, H, S, S]. `packed` (inference only): pack()'s products.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask = {},
                      at::Tensor* weights = nullptr, const PackedEncoderLayer* packed = nullptr);
-  PackedEncoderLayer pack();
+  PackedEncoderLayer pack(kernels::ComputeType type = kernels::ComputeType::Float32);
 
   LayerOptions options;
   MultiheadAttention self_attn{nullptr};
@@ -104,7 +104,7 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
                   int64_t width, at::Tensor* cross_weights = nullptr,
                   const PackedDecoderLayer* packed = nullptr);
   // This layer's weights packed for step(); views them, so they must not change meanwhile.
-  PackedDecoderLayer pack();
+  PackedDecoderLayer pack(kernels::ComputeType type = kernels::ComputeType::Float32);
 
   LayerOptions options;
   MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};

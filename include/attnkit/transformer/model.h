@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "attnkit/kernels/compute_type.h"
 #include "attnkit/transformer/layers.h"
 
 // A Transformer translation model: token embeddings scaled by sqrt(d_model) plus sinusoidal
@@ -35,6 +36,8 @@ struct TransformerOptions {
   TORCH_ARG(bool, tie_output) = true;
   // One embedding for both sides; needs one vocabulary for both (source_vocab == target_vocab).
   TORCH_ARG(bool, share_embeddings) = false;
+  // What decoding's packed products compute in (kernels/compute_type.h); training is float32.
+  TORCH_ARG(kernels::ComputeType, compute_type) = kernels::ComputeType::Float32;
 
  public:
   // The layers' options; throws attnkit::Error unless heads divide d_model.
