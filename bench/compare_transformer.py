@@ -13,6 +13,7 @@ keys and values, the same search). Measures:
   - BLEU (sacreBLEU zh tokenizer) of each side's beam-5 test translations after its first run.
 
     /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown docs/TRANSFORMER_BENCHMARKS.md
+        [--openblas-coretype SkylakeX]
 """
 import argparse
 import json
@@ -167,7 +168,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--markdown")
+    ap.add_argument("--openblas-coretype", default=None,
+                    help="run both sides with OPENBLAS_CORETYPE set to this (e.g. SkylakeX: the strongest "
+                         "PyTorch on a CPU OpenBLAS 0.3.21 does not know)")
     args = ap.parse_args()
+    if args.openblas_coretype:  # inherited by every process of both sides
+        os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
     lines = measure(args.build_dir, args.out, args.seconds, args.threads)
     print("\n".join(lines))
     if args.markdown:

@@ -167,12 +167,14 @@ std::vector<float>& scratch_scales() {
 
 namespace {
 
-// One row: the scalar reference, and the vector paths' tail (from column `from`).
-void quantize_row_scalar(const float* row, int64_t cols, float inv, int8_t* q, int64_t from = 0) {
+// One row: the scalar reference, and the vector paths' tail (from column `from`). `flip` (0x80)
+// stores q + 128 as an unsigned byte, as the VNNI path reads x.
+void quantize_row_scalar(const float* row, int64_t cols, float inv, int8_t* q, int64_t from = 0,
+                         uint8_t flip = 0) {
   for (int64_t c = from; c < cols; ++c) {
     // x * inv can round a hair above 127 at the maximum: clamp.
-    const float v = std::nearbyint(row[c] * inv);
-    q[c] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+    const auto v = static_cast<int8_t>(std::clamp(std::nearbyint(row[c] * inv), -127.f, 127.f));
+    q[c] = static_cast<int8_t>(static_cast<uint8_t>(v) ^ flip);
   }
 }
 
@@ -192,17 +194,30 @@ __attribute__((target("avx512f"))) float amax_avx512(const float* row, int64_t c
 }
 
 __attribute__((target("avx512f"))) void quantize_row_avx512(const float* row, int64_t cols,
-                                                            float inv, int8_t* q) {
+                                                            float inv, int8_t* q,
+                                                            uint8_t flip = 0) {
   const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+  const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
     const __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(row + c), vinv),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(
-        reinterpret_cast<__m128i*>(q + c),
-        _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi))));
+    const __m128i bytes =
+        _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c), _mm_xor_si128(bytes, vflip));
   }
-  quantize_row_scalar(row, cols, inv, q, c);
+  quantize_row_scalar(row, cols, inv, q, c, flip);
+}
+
+// quantize_rows into the VNNI path's layout: q + 128 as bytes, rows ldq apart.
+void quantize_rows_shifted(const float* x, int64_t rows, int64_t cols, int64_t ldx, int8_t* q,
+                           int64_t ldq, float* scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ldx;
+    const float amax = amax_avx512(row, cols);
+    scale[r] = amax / 127.f;
+    quantize_row_avx512(row, cols, amax > 0 ? 127.f / amax : 0.f, q + r * ldq, 0x80);
+  }
 }
 
 }  // namespace
@@ -345,9 +360,8 @@ void Panels::run(const void* prepared, int64_t r0, int64_t r1, int64_t p0, int64
 }
 
 template <typename Finish>
-void Panels::for_each_part(const int8_t* qx, int64_t m, int64_t parts, const Finish& finish) const {
-  std::vector<int8_t>& buffer = scratch_bytes();
-  const void* prepared = prepare(qx, m, buffer);
+void Panels::for_each_part(const void* prepared, int64_t m, int64_t parts,
+                           const Finish& finish) const {
   const int64_t blocks = (m + 3) / 4;
   parts = std::max<int64_t>(1, parts);
   if (parts == 1) {
@@ -370,7 +384,7 @@ void Panels::for_each_part(const int8_t* qx, int64_t m, int64_t parts, const Fin
 
 void Panels::sums(const int8_t* qx, int64_t m, int32_t* acc) const {
   for_each_part(
-      qx, m, 1,
+      prepare(qx, m, scratch_bytes()), m, 1,
       [&](int64_t r, int64_t rows, int64_t col, int64_t cols, const int32_t* block, int64_t ld) {
         cols = std::min(cols, n_ - col);
         for (int64_t i = 0; i < rows; ++i)
@@ -378,13 +392,13 @@ void Panels::sums(const int8_t* qx, int64_t m, int32_t* acc) const {
       });
 }
 
-void Panels::multiply(const int8_t* qx, const float* scale_x, int64_t m, const float* bias,
-                      float* y, int64_t ldy, bool accumulate, int64_t parts) const {
+void Panels::finish_parts(const void* prepared, const float* scale_x, int64_t m, const float* bias,
+                          float* y, int64_t ldy, bool accumulate, int64_t parts) const {
   const Epilogue epilogue = path_ == Path::Avx512Vnni ? epilogue_avx512
                             : path_ == Path::Avx2     ? epilogue_avx2
                                                       : epilogue_scalar;
   for_each_part(
-      qx, m, parts,
+      prepared, m, parts,
       [&](int64_t r, int64_t rows, int64_t col, int64_t cols, const int32_t* block, int64_t ld) {
         cols = std::min(cols, n_ - col);
         for (int64_t i = 0; i < rows; ++i)
@@ -393,13 +407,25 @@ void Panels::multiply(const int8_t* qx, const float* scale_x, int64_t m, const f
       });
 }
 
+void Panels::multiply(const int8_t* qx, const float* scale_x, int64_t m, const float* bias,
+                      float* y, int64_t ldy, bool accumulate, int64_t parts) const {
+  finish_parts(prepare(qx, m, scratch_bytes()), scale_x, m, bias, y, ldy, accumulate, parts);
+}
+
 void Panels::multiply(const float* x, int64_t m, int64_t ldx, const float* bias, float* y,
                       int64_t ldy, bool accumulate, int64_t parts) const {
-  // The quantized rows in a thread's scratch, behind the prepared copy for_each_part makes.
-  thread_local std::vector<int8_t> qx;
   std::vector<float>& sx = scratch_scales();
-  qx.resize(m * k_);
   sx.resize(m);
+  if (path_ == Path::Avx512Vnni) {  // straight into the layout the blocks read
+    const int64_t padded_k = groups_ * G;
+    std::vector<int8_t>& xu = scratch_bytes();
+    xu.assign(m * padded_k, static_cast<int8_t>(-128));  // the padding's 128 meets zero weights
+    quantize_rows_shifted(x, m, k_, ldx, xu.data(), padded_k, sx.data());
+    finish_parts(xu.data(), sx.data(), m, bias, y, ldy, accumulate, parts);
+    return;
+  }
+  thread_local std::vector<int8_t> qx;  // the quantized rows, behind prepare()'s copy
+  qx.resize(m * k_);
   quantize_rows(x, m, k_, ldx, qx.data(), sx.data(), isa_);
   multiply(qx.data(), sx.data(), m, bias, y, ldy, accumulate, parts);
 }

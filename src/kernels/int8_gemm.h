@@ -76,7 +76,10 @@ class Panels {
   // as is (scalar), in `out`.
   const void* prepare(const int8_t* qx, int64_t m, std::vector<int8_t>& out) const;
   template <typename Finish>
-  void for_each_part(const int8_t* qx, int64_t m, int64_t parts, const Finish& finish) const;
+  void for_each_part(const void* prepared, int64_t m, int64_t parts, const Finish& finish) const;
+  // multiply()'s epilogues over the parts, from x prepared for the path.
+  void finish_parts(const void* prepared, const float* scale_x, int64_t m, const float* bias,
+                    float* y, int64_t ldy, bool accumulate, int64_t parts) const;
 
   int64_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
   Path path_ = Path::Scalar;

@@ -12,6 +12,18 @@ namespace attnkit::kernels {
 
 using packed::Panels;
 
+namespace {
+
+// Few rows (a decoding step) split the weight's columns when each part still streams at least
+// 64 Ki weights (256 KiB in float32): a pool worker takes a part within microseconds
+// (part_pool.h).
+int64_t default_parts(int64_t rows, int64_t in, int64_t out) {
+  return rows >= 8 ? row_parts(rows, 2.0 * rows * in * out)
+                   : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
+}
+
+}  // namespace
+
 struct PackedLinear::Impl {
   at::Tensor weight, bias;  // [out, in] (rows weight.stride(0) apart), [out] or undefined
   ComputeType type = ComputeType::Float32;
@@ -46,9 +58,15 @@ void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, in
                          bool accumulate, int64_t parts) const {
   const int64_t in = this->in(), out = this->out();
   if (rows <= 0) return;
+  const float* bias = impl_->bias.defined() ? impl_->bias.data_ptr<float>() : nullptr;
+  if (impl_->type == ComputeType::Int8 && !accumulate) {  // the epilogue adds the bias itself
+    impl_->bytes.multiply(x, rows, ldx, bias, y, ldy, /*accumulate=*/false,
+                          parts > 0 ? parts : default_parts(rows, in, out));
+    return;
+  }
   // The bias starts each row's sums (or is added to what y holds), so that every element stays
   // one chain of FMAs whatever the threads.
-  if (impl_->bias.defined()) {
+  if (bias) {
     const float* b = impl_->bias.data_ptr<float>();
     for (int64_t r = 0; r < rows; ++r) {
       float* yr = y + r * ldy;
@@ -59,12 +77,7 @@ void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, in
     }
     accumulate = true;
   }
-  // Few rows (a decoding step) split the weight's columns when each part still streams at least
-  // 64 Ki weights (256 KiB): a pool worker takes a part within microseconds (part_pool.h).
-  if (parts <= 0)
-    parts = rows >= 8
-                ? row_parts(rows, 2.0 * rows * in * out)
-                : std::min(row_parts(out), std::max<int64_t>(1, in * out / (int64_t{1} << 16)));
+  if (parts <= 0) parts = default_parts(rows, in, out);
   if (impl_->type == ComputeType::Int8)
     impl_->bytes.multiply(x, rows, ldx, /*bias=*/nullptr, y, ldy, accumulate, parts);
   else

@@ -298,6 +298,31 @@ inline void axpy(T a, const T* x, T* y, int64_t n) {
   axpy_scalar(a, x, y, n);
 }
 
+// sum_i a[i] b[i] for i < n.
+template <typename T>
+inline T dot_scalar(const T* a, const T* b, int64_t n, T sum = 0) {
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) inline float dot_avx2(const float* a, const float* b,
+                                                          int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  return dot_scalar(a + i, b + i, n - i, hsum(_mm256_add_ps(acc0, acc1)));
+}
+
+template <typename T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return dot_avx2(a, b, n);
+  return dot_scalar(a, b, n);
+}
+
 // dy[i] += a g[i] for i < n, and returns sum_i g[i] x[i]: both halves of the backward pass of
 // one weighted row y = a x, in one pass over g.
 template <typename T>

@@ -49,9 +49,15 @@ LayerOptions TransformerOptions::layer() const {
 
 void DecodingState::reorder(const at::Tensor& origin, const at::Tensor& sentences,
                             int64_t new_width) {
+  if (fused) {
+    const auto o = origin.to(at::kLong).contiguous();
+    fused->reorder(std::vector<int64_t>(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel()));
+  }
   for (auto& layer : layers) {
-    layer.self_keys = layer.self_keys.index_select(0, origin);
-    layer.self_values = layer.self_values.index_select(0, origin);
+    if (!fused) {
+      layer.self_keys = layer.self_keys.index_select(0, origin);
+      layer.self_values = layer.self_values.index_select(0, origin);
+    }
     if (sentences.defined()) {
       layer.memory_keys = layer.memory_keys.index_select(0, sentences);
       layer.memory_values = layer.memory_values.index_select(0, sentences);
@@ -166,14 +172,39 @@ std::shared_ptr<const PackedDecoding> TransformerModelImpl::packed_weights() {
         for (int64_t i = 0; i < options.decoder_layers(); ++i)
           p->layers.push_back(transformer->decoder->layer(i).pack(type));
         p->output = kernels::PackedLinear(output_weight(), output_bias_, type);
+        p->step = step_weights(*p);
         return std::shared_ptr<const PackedDecoding>(std::move(p));
       },
       /*tag=*/static_cast<uint32_t>(type));
 }
 
-DecodingState TransformerModelImpl::start(const Encoded& encoded, bool packed) {
+std::shared_ptr<const kernels::TransformerStepWeights> TransformerModelImpl::step_weights(
+    const PackedDecoding& packed) {
+  auto w = std::make_shared<kernels::TransformerStepWeights>();
+  auto frozen = [](const at::Tensor& t) { return t.detach().contiguous(); };
+  for (int64_t i = 0; i < options.decoder_layers(); ++i) {
+    const auto& p = packed.layers[i];
+    auto& layer = transformer->decoder->layer(i);
+    w->layers.push_back({p.self_qkv, p.self_out, p.cross_q, p.cross_out, p.linear1, p.linear2,
+                         frozen(layer.norm1->weight), frozen(layer.norm1->bias),
+                         frozen(layer.norm2->weight), frozen(layer.norm2->bias),
+                         frozen(layer.norm3->weight), frozen(layer.norm3->bias)});
+  }
+  w->norm_weight = frozen(transformer->decoder->norm->weight);
+  w->norm_bias = frozen(transformer->decoder->norm->bias);
+  w->output = packed.output;
+  w->heads = options.heads();
+  w->norm_first = options.norm_first();
+  w->gelu = options.activation() == Activation::Gelu;
+  w->eps = options.layer().layer_norm_eps();
+  return w;
+}
+
+DecodingState TransformerModelImpl::start(const Encoded& encoded, StepPath path) {
   DecodingState state;
-  if (packed) state.packed = packed_weights();
+  if (path != StepPath::Reference) state.packed = packed_weights();
+  if (path == StepPath::Fused && state.packed)
+    state.fused = std::make_shared<kernels::TransformerDecoderStep>(state.packed->step);
   state.memory_mask = encoded.mask;
   state.layers.resize(options.decoder_layers());
   for (int64_t i = 0; i < options.decoder_layers(); ++i)
@@ -185,6 +216,15 @@ DecodingState TransformerModelImpl::start(const Encoded& encoded, bool packed) {
 at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& state,
                                       at::Tensor* attention) {
   auto x = embed(target_embedding, tokens.view({-1, 1}), state.position).squeeze(1);  // [N, D]
+  if (state.fused) {
+    std::vector<at::Tensor> keys, values;
+    for (const auto& layer : state.layers) {
+      keys.push_back(layer.memory_keys);
+      values.push_back(layer.memory_values);
+    }
+    ++state.position;
+    return (*state.fused)(x, keys, values, state.memory_mask, state.width, attention);
+  }
   std::vector<at::Tensor> cross;
   auto h = transformer->decoder->step(x, state.layers, state.memory_mask, state.width,
                                       attention ? &cross : nullptr,

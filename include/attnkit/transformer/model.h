@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/transformer_step.h"
 #include "attnkit/transformer/layers.h"
 
 // A Transformer translation model: token embeddings scaled by sqrt(d_model) plus sinusoidal
@@ -62,15 +63,25 @@ struct PackedDecoding {
   std::vector<PackedEncoderLayer> encoder;
   std::vector<PackedDecoderLayer> layers;
   kernels::PackedLinear output;
+  std::shared_ptr<const kernels::TransformerStepWeights> step;  // the same, for the fused step
+};
+
+// How incremental decoding runs a step.
+enum class StepPath {
+  Fused,      // kernels::TransformerDecoderStep: the whole step on raw buffers (the searches')
+  Packed,     // the layers' composite step on the packed products
+  Reference,  // the layers' composite step on kernels::linear
 };
 
 // Incremental decoding's state for N = sentences x width rows, sentence-major.
 struct DecodingState {
   std::vector<LayerCache> layers;
   std::shared_ptr<const PackedDecoding> packed;  // null: the reference products
-  at::Tensor memory_mask;                        // [A, S]
-  int64_t width = 1;                             // rows per sentence
-  int64_t position = 0;                          // the next target position
+  // StepPath::Fused: the step, which keeps the self-attention caches (layers[i].self_* unused).
+  std::shared_ptr<kernels::TransformerDecoderStep> fused;
+  at::Tensor memory_mask;  // [A, S]
+  int64_t width = 1;       // rows per sentence
+  int64_t position = 0;    // the next target position
   // Rows continue rows `origin` of the previous step; `sentences` (undefined: all, in order) are
   // the sentences that remain, as indices into the previous ones; each then has `width` rows.
   // The source caches move only with `sentences`: beams share them.
@@ -99,8 +110,7 @@ class TransformerModelImpl : public torch::nn::Module {
   const at::Tensor& output_bias() const { return output_bias_; }
 
   // ---- incremental decoding (eval mode) ----
-  // packed = false: the reference products (kernels::linear) instead of packed weights.
-  DecodingState start(const Encoded& encoded, bool packed = true);
+  DecodingState start(const Encoded& encoded, StepPath path = StepPath::Fused);
   // tokens [N] -> logits [N, V]; `attention` receives the cross-attention averaged over the
   // heads of the last layer, [N, S] (what the search keeps for replacing <unk> and pictures).
   at::Tensor step(const at::Tensor& tokens, DecodingState& state, at::Tensor* attention = nullptr);
@@ -113,6 +123,8 @@ class TransformerModelImpl : public torch::nn::Module {
   // Every product's weights packed once per set of weights (core/derived_weights.h); null when
   // they cannot be (not float32).
   std::shared_ptr<const PackedDecoding> packed_weights();
+  // The fused step's view of those weights and of the norms.
+  std::shared_ptr<const kernels::TransformerStepWeights> step_weights(const PackedDecoding& packed);
   // Embedding x sqrt(d) + positions [offset, offset + T), dropout: [B, T] -> [B, T, D].
   at::Tensor embed(torch::nn::Embedding& embedding, const at::Tensor& tokens, int64_t offset);
   at::Tensor positions_;      // [1024, D], not a parameter: made, never saved

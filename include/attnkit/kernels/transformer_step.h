@@ -1,0 +1,87 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "attnkit/kernels/packed_linear.h"
+
+// One incremental decoding step of a Transformer decoder stack (pre- or post-norm, relu or gelu),
+// its final norm and its output layer, in float32 on raw buffers; the products on weights packed
+// once per model (kernels::PackedLinear, float32 or int8).
+//
+// Why it exists: the composite step (transformer::TransformerDecoderLayer::step on packed
+// weights) spent most of a beam search outside its products: LibTorch's per-op overhead around
+// three layer norms, two attentions and three residual adds per layer, the self-attention cache
+// concatenated anew at every step (a copy of every earlier key and value), and the attention
+// products handed to OpenBLAS (which runs its SSE3 kernels on CPUs it does not know). Here each
+// row's attention is a few dot products over its own cache, the caches grow in place, and no
+// dispatcher sits between the pieces.
+//
+// Reference: TransformerDecoderImpl::step (tests/test_transformer.cpp holds this step to it at
+// every position, for pre- and post-norm, relu and gelu, with beams sharing their sentence's
+// source and with padding), and so the full causal forward pass.
+namespace attnkit::kernels {
+
+// One decoder layer's weights, D = d_model, F = the feed-forward width.
+struct TransformerStepLayer {
+  PackedLinear self_qkv;   // [3D, D]: q, k, v of the newest position
+  PackedLinear self_out;   // [D, D]
+  PackedLinear cross_q;    // [D, D]: the query of the cross-attention (its keys and values are
+                           // the source's, projected once per sentence by the caller)
+  PackedLinear cross_out;  // [D, D]
+  PackedLinear linear1;    // [F, D]
+  PackedLinear linear2;    // [D, F]
+  at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias, norm3_weight, norm3_bias;  // [D]
+};
+
+struct TransformerStepWeights {
+  std::vector<TransformerStepLayer> layers;
+  at::Tensor norm_weight, norm_bias;  // [D]: the stack's final norm
+  PackedLinear output;                // [V, D]
+  int64_t heads = 1;
+  bool norm_first = true;  // x + f(norm(x)); false: norm(x + f(x))
+  bool gelu = false;       // the feed-forward activation (erf GELU), else ReLU
+  double eps = 1e-5;       // the layer norms'
+};
+
+// A search's step: N rows (= sentences x width, sentence-major), the self-attention keys and
+// values of every earlier position kept here per layer and grown in place. Not for sharing
+// between threads (its caches and scratch are the search's).
+class TransformerDecoderStep {
+ public:
+  explicit TransformerDecoderStep(std::shared_ptr<const TransformerStepWeights> weights);
+
+  // x [N, D]: each row's newest position, embedded. memory_keys[l], memory_values[l]
+  // [A, H, S, d] (d = D / H): layer l's cross-attention keys and values, one copy per sentence
+  // shared by its `width` rows; memory_mask [A, S] bool, true on real source tokens. Returns the
+  // logits [N, V]; `attention`, if given, receives the last layer's cross-attention averaged over
+  // its heads, [N, S] (a row without a real source token is zeros).
+  at::Tensor operator()(const at::Tensor& x, const std::vector<at::Tensor>& memory_keys,
+                        const std::vector<at::Tensor>& memory_values, const at::Tensor& memory_mask,
+                        int64_t width, at::Tensor* attention = nullptr);
+
+  // Row i of the next step continues row origin[i] of this one (the self-attention caches
+  // follow; the source's are the caller's). A row keeps its origin's cache where it is, so only a
+  // row that continues the same row as another is copied (a beam that split).
+  void reorder(const std::vector<int64_t>& origin);
+
+  int64_t positions() const { return length_; }
+
+ private:
+  struct Cache {
+    std::vector<float> keys, values;  // [slots, H, capacity, d]
+  };
+  // Room for `slots` rows' caches of `positions` positions each, keeping what they hold.
+  void ensure_capacity(int64_t slots, int64_t positions);
+
+  std::shared_ptr<const TransformerStepWeights> weights_;
+  std::vector<Cache> caches_;  // per layer
+  std::vector<int64_t> slot_;  // [rows]: where each row's cache is
+  int64_t slots_ = 0, length_ = 0, capacity_ = 0;
+  std::vector<float> h_, y_, wide_, merged_, out_, scores_;  // scratch, grown as needed
+};
+
+}  // namespace attnkit::kernels

@@ -1,0 +1,203 @@
+#include "attnkit/kernels/transformer_step.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "simd.h"
+#include "softmax_row.h"
+
+namespace attnkit::kernels {
+namespace {
+
+// out = (x - mean) / sqrt(var + eps) * w + b over one row of D, as at::layer_norm.
+void layer_norm_row(const float* x, const float* w, const float* b, int64_t D, double eps,
+                    float* out) {
+  float mean = simd::sum_of(x, D) / static_cast<float>(D), var = 0;
+  for (int64_t i = 0; i < D; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.f / std::sqrt(var / static_cast<float>(D) + static_cast<float>(eps));
+  for (int64_t i = 0; i < D; ++i) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+void layer_norm(const float* x, int64_t rows, int64_t D, const at::Tensor& w, const at::Tensor& b,
+                double eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    layer_norm_row(x + r * D, w.data_ptr<float>(), b.data_ptr<float>(), D, eps, out + r * D);
+}
+
+// A sublayer's output o joins the residual stream h: h + o pre-norm, norm(h + o) post-norm.
+void join(float* h, const float* o, int64_t rows, int64_t D, bool norm_first, const at::Tensor& w,
+          const at::Tensor& b, double eps) {
+  for (int64_t i = 0; i < rows * D; ++i) h[i] += o[i];
+  if (!norm_first) layer_norm(h, rows, D, w, b, eps, h);
+}
+
+// y = p(x) on raw rows, y contiguous.
+void product(const PackedLinear& p, const float* x, int64_t rows, float* y) {
+  p.apply(x, rows, /*ldx=*/p.in(), y, /*ldy=*/p.out());
+}
+
+// softmax(q . k_j / sqrt(d)) over the keys `keys` [n, d] (kept: keep[j], or all), then the
+// weighted sum of `values` [n, d] into ctx [d]. scores [n] is scratch, left holding the weights.
+void attend_row(const float* q, const float* keys, const float* values, int64_t n, int64_t d,
+                const bool* keep, float* scores, float* ctx) {
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  for (int64_t j = 0; j < n; ++j)
+    scores[j] = (!keep || keep[j]) ? simd::dot(q, keys + j * d, d) * scale : 0.f;
+  std::fill(ctx, ctx + d, 0.f);
+  if (!masked_softmax_row(scores, keep, scores, n)) return;  // nothing to attend to: zeros
+  for (int64_t j = 0; j < n; ++j)
+    if (scores[j] != 0.f) simd::axpy(scores[j], values + j * d, ctx, d);
+}
+
+float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2))); }
+
+}  // namespace
+
+TransformerDecoderStep::TransformerDecoderStep(std::shared_ptr<const TransformerStepWeights> w)
+    : weights_(std::move(w)), caches_(weights_->layers.size()) {}
+
+void TransformerDecoderStep::ensure_capacity(int64_t slots, int64_t positions) {
+  if (slots <= slots_ && positions <= capacity_) return;
+  const int64_t D = weights_->layers[0].self_out.out(), H = weights_->heads, d = D / H;
+  const int64_t capacity =
+      positions <= capacity_ ? capacity_ : std::max<int64_t>({16, 2 * capacity_, positions});
+  const int64_t grown_slots = std::max(slots, slots_);
+  for (auto& c : caches_)
+    for (auto* buffer : {&c.keys, &c.values}) {
+      std::vector<float> grown(grown_slots * H * capacity * d);
+      for (int64_t sh = 0; sh < slots_ * H; ++sh)  // each (slot, head)'s positions so far
+        std::copy_n(buffer->data() + sh * capacity_ * d, length_ * d,
+                    grown.data() + sh * capacity * d);
+      buffer->swap(grown);
+    }
+  capacity_ = capacity;
+  slots_ = grown_slots;
+}
+
+void TransformerDecoderStep::reorder(const std::vector<int64_t>& origin) {
+  const int64_t rows = static_cast<int64_t>(origin.size()), previous = slot_.size();
+  // The first row continuing a row takes over its slot; the others get slots no row kept, and a
+  // copy of it.
+  std::vector<int64_t> slot(rows, -1);
+  std::vector<bool> kept(std::max(slots_, rows), false);
+  for (int64_t i = 0; i < rows; ++i) {
+    TORCH_CHECK(origin[i] >= 0 && origin[i] < previous, "TransformerDecoderStep: row ", origin[i],
+                " is not one of the ", previous, " rows");
+    const int64_t s = slot_[origin[i]];
+    if (!kept[s]) kept[s] = true, slot[i] = s;
+  }
+  ensure_capacity(rows, length_);
+  kept.resize(slots_, false);
+  const int64_t D = weights_->layers[0].self_out.out(), H = weights_->heads, d = D / H;
+  const int64_t block = capacity_ * d;  // one (slot, head)'s positions
+  int64_t free = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (slot[i] >= 0) continue;
+    while (kept[free]) ++free;
+    kept[free] = true;
+    slot[i] = free;
+    const int64_t from = slot_[origin[i]];
+    for (auto& c : caches_)
+      for (auto* buffer : {&c.keys, &c.values})
+        for (int64_t h = 0; h < H; ++h)
+          std::copy_n(buffer->data() + (from * H + h) * block, length_ * d,
+                      buffer->data() + (free * H + h) * block);
+  }
+  slot_ = std::move(slot);
+}
+
+at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
+                                              const std::vector<at::Tensor>& memory_keys,
+                                              const std::vector<at::Tensor>& memory_values,
+                                              const at::Tensor& memory_mask, int64_t width,
+                                              at::Tensor* attention) {
+  const auto& w = *weights_;
+  const int64_t N = x.size(0), D = x.size(1), H = w.heads, d = D / H;
+  const int64_t L = static_cast<int64_t>(w.layers.size()), F = w.layers[0].linear1.out();
+  const int64_t S = memory_mask.size(1);
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && D == w.layers[0].self_out.out(),
+              "TransformerDecoderStep: x must be float32 [N, ", w.layers[0].self_out.out(),
+              "], got ", x.sizes());
+  TORCH_CHECK(static_cast<int64_t>(memory_keys.size()) == L && memory_mask.size(0) * width == N &&
+                  memory_keys[0].size(2) == S,
+              "TransformerDecoderStep: ", N, " rows do not match ", memory_mask.size(0),
+              " sentences x ", width, " with ", memory_keys.size(), " layers of source keys");
+  if (length_ == 0) {
+    slot_.resize(N);
+    std::iota(slot_.begin(), slot_.end(), 0);
+  }
+  TORCH_CHECK(N == static_cast<int64_t>(slot_.size()), "TransformerDecoderStep: ", N,
+              " rows, but the caches hold ", slot_.size(), " (reorder() first)");
+  ensure_capacity(N, length_ + 1);
+  const int64_t t = length_, block = capacity_ * d;
+  const auto xc = x.contiguous();
+  h_.assign(xc.data_ptr<float>(), xc.data_ptr<float>() + N * D);
+  y_.resize(N * D);
+  wide_.resize(N * std::max(3 * D, F));
+  merged_.resize(N * D);
+  out_.resize(N * D);
+  scores_.resize(std::max(capacity_, S));
+  const auto mask = memory_mask.to(at::kBool).contiguous();
+  const bool* keep_all = mask.data_ptr<bool>();
+  if (attention) *attention = at::zeros({N, S});
+  // A sublayer's input: the normed stream pre-norm, the stream itself post-norm.
+  auto input = [&](const at::Tensor& nw, const at::Tensor& nb) -> const float* {
+    if (!w.norm_first) return h_.data();
+    layer_norm(h_.data(), N, D, nw, nb, w.eps, y_.data());
+    return y_.data();
+  };
+  for (int64_t l = 0; l < L; ++l) {
+    const auto& p = w.layers[l];
+    auto& cache = caches_[l];
+    // Self-attention: the newest key and value join the row's cache, the query reads it all.
+    product(p.self_qkv, input(p.norm1_weight, p.norm1_bias), N, wide_.data());  // [N, 3D]
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t head = 0; head < H; ++head) {
+        const float* qkv = wide_.data() + n * 3 * D + head * d;
+        float* keys = cache.keys.data() + (slot_[n] * H + head) * block;
+        float* values = cache.values.data() + (slot_[n] * H + head) * block;
+        std::copy_n(qkv + D, d, keys + t * d);
+        std::copy_n(qkv + 2 * D, d, values + t * d);
+        attend_row(qkv, keys, values, t + 1, d, nullptr, scores_.data(),
+                   merged_.data() + n * D + head * d);
+      }
+    product(p.self_out, merged_.data(), N, out_.data());
+    join(h_.data(), out_.data(), N, D, w.norm_first, p.norm1_weight, p.norm1_bias, w.eps);
+
+    // Cross-attention: a sentence's rows are queries against its one copy of the source.
+    product(p.cross_q, input(p.norm2_weight, p.norm2_bias), N, wide_.data());  // [N, D]
+    const auto mk = memory_keys[l].contiguous(), mv = memory_values[l].contiguous();
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t a = n / width;
+      const bool* keep = keep_all + a * S;
+      for (int64_t head = 0; head < H; ++head) {
+        const int64_t source = (a * H + head) * S * d;
+        attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
+                   mv.data_ptr<float>() + source, S, d, keep, scores_.data(),
+                   merged_.data() + n * D + head * d);
+        if (attention && l == L - 1)
+          simd::axpy(1.f / static_cast<float>(H), scores_.data(),
+                     attention->data_ptr<float>() + n * S, S);
+      }
+    }
+    product(p.cross_out, merged_.data(), N, out_.data());
+    join(h_.data(), out_.data(), N, D, w.norm_first, p.norm2_weight, p.norm2_bias, w.eps);
+
+    // Feed-forward.
+    product(p.linear1, input(p.norm3_weight, p.norm3_bias), N, wide_.data());  // [N, F]
+    for (int64_t i = 0; i < N * F; ++i)
+      wide_[i] = w.gelu ? gelu(wide_[i]) : std::max(wide_[i], 0.f);
+    product(p.linear2, wide_.data(), N, out_.data());
+    join(h_.data(), out_.data(), N, D, w.norm_first, p.norm3_weight, p.norm3_bias, w.eps);
+  }
+  layer_norm(h_.data(), N, D, w.norm_weight, w.norm_bias, w.eps, y_.data());
+  auto logits = at::empty({N, w.output.out()});
+  product(w.output, y_.data(), N, logits.data_ptr<float>());
+  ++length_;
+  return logits;
+}
+
+}  // namespace attnkit::kernels
