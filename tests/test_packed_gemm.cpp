@@ -74,6 +74,28 @@ TEST(PackedGemm, TransposedRowsOfX) {
   }
 }
 
+// More rows than one row block (96) and a sum longer than one slice (256): the rows of each
+// block stream x from L2 in turn, and every element is still one sum in ascending k, so the
+// product equals matmul and the rows alone give the same bits as in the whole.
+TEST(PackedGemm, RowBlocksChangeNoResult) {
+  at::manual_seed(9);
+  for (Isa isa : supported_isas()) {
+    check<float>(200, 70, 300, true, false, isa);
+    check<float>(97, 33, 600, false, true, isa, true);
+    const int64_t m = 203, n = 40, k = 300;
+    auto x = at::randn({m, k}), w = at::randn({n, k});
+    const auto panels = Panels<float>::transposed(w.data_ptr<float>(), n, k, k, {1, 1, isa});
+    auto whole = at::empty({m, n}), part = at::empty({m, n});
+    panels.multiply(x.data_ptr<float>(), m, k, whole.data_ptr<float>(), n, false);
+    for (int64_t from : {0, 95, 96, 190}) {  // starting inside and at a block's edge
+      const int64_t rows = std::min<int64_t>(13, m - from);
+      panels.multiply(x.data_ptr<float>() + from * k, rows, k, part.data_ptr<float>(), n, false);
+      EXPECT_TRUE(at::equal(part.narrow(0, 0, rows), whole.narrow(0, from, rows)))
+          << to_string(isa) << ", rows from " << from;
+    }
+  }
+}
+
 // Products used once: packed by two threads, rows split between three; bit-identical to one
 // thread's product.
 TEST(PackedGemm, ParallelPackingAndRowsChangeNothing) {
