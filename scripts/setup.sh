@@ -9,6 +9,7 @@ packages=(
   libopenblas0-pthread    # fast BLAS; the reference BLAS makes matmul ~30x slower
   libblas-dev             # the sgemm_ the fused kernels link against
   libgtest-dev libbenchmark-dev
+  libdnnl-dev             # oneDNN, measured against the packed products (bench/bench_onednn.cpp)
   libcli11-dev nlohmann-json3-dev
   libsentencepiece-dev    # subword tokenizer
   libcairo2-dev fonts-noto-cjk   # heatmaps and charts, with CJK labels

@@ -208,7 +208,9 @@ Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
       n_(n),
       width_(isa == Isa::Avx512 ? 32 : 16),
       isa_(std::is_same_v<T, float> ? isa : Isa::Scalar),
-      data_(new T[static_cast<size_t>((n + width_ - 1) / width_ * width_ * k)]) {
+      data_(static_cast<T*>(
+          ::operator new[](sizeof(T) * static_cast<size_t>((n + width_ - 1) / width_ * width_ * k),
+                           std::align_val_t(64)))) {
   if (n % width_ == 0) return;
   T* last = data_.get() + (n / width_) * k * width_;  // its columns past n stay zero
   for (int64_t kk = 0; kk < k; ++kk)
