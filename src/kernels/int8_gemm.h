@@ -18,11 +18,27 @@
 // The invariant tests/test_int8_gemm.cpp enforces: every path (scalar, AVX2, AVX-512 VNNI) gives
 // the same int32 sums as an exact integer reference and the same float outputs, bit for bit.
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "attnkit/kernels/cpu_isa.h"
 
 namespace attnkit::kernels::int8 {
+
+// 64-byte aligned storage for the panels: a group (one zmm load) never straddles two cache lines.
+template <typename T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <typename U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  bool operator==(const Aligned64&) const { return true; }
+  bool operator!=(const Aligned64&) const { return false; }
+};
 
 // q[r, c] = round-half-even(x[r, c] * 127 / max_c |x[r, c]|), scale[r] = max_c |x[r, c]| / 127;
 // an all-zero row gives q = 0 and scale 0. x rows ldx apart, q rows `cols` apart. The AVX-512
@@ -83,9 +99,9 @@ class Panels {
 
   int64_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
   Path path_ = Path::Scalar;
-  Isa isa_ = Isa::Scalar;            // quantize_rows's
-  std::vector<int8_t> data_;         // [panels, groups, 16, 4]
-  std::vector<float> scale_;         // [panels * 16], zero past N
+  Isa isa_ = Isa::Scalar;                        // quantize_rows's
+  std::vector<int8_t, Aligned64<int8_t>> data_;  // [panels, groups, 16, 4]
+  std::vector<float> scale_;                     // [panels * 16], zero past N
   std::vector<int32_t> compensate_;  // [panels * 16]: 128 sum_k q_w[n, k], for the VNNI path
 };
 
