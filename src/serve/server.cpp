@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -206,9 +209,19 @@ int bind(httplib::Server& server, const ServerOptions& o) {
   return port;
 }
 
-httplib::Server* g_server = nullptr;
+// SIGINT / SIGTERM stop the server from accepting and leave the rest to the drain. Not
+// httplib::Server::stop(): it sets the listening socket to INVALID_SOCKET, and cpp-httplib 0.11
+// checks that before a connection's first request, so a connection accepted but not yet on a
+// thread of its own (waiting its turn behind --max-connections, or a thread the scheduler had not
+// run yet) was closed unanswered, its request already sent (the test of SIGTERM under load lost
+// one in twelve that way on a busy machine). shutdown(2) of the listening socket wakes accept(2)
+// with EINVAL, which ends httplib's accept loop (it closes the socket, keeps its number) and
+// starts the drain of Connections::shutdown(); every connection accepted before it is served.
+// Only the first signal acts: after the accept loop closed it, the number may name another file.
+std::atomic<int> g_listening{-1};
 void on_signal(int) {
-  if (g_server) g_server->stop();
+  const int fd = g_listening.exchange(-1);
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // async-signal-safe (POSIX.1-2008)
 }
 
 }  // namespace
@@ -267,11 +280,11 @@ int run_server(const ServerOptions& o) {
   server.new_task_queue = [&connections] { return connections.new_task_queue(); };
   add_api(server, o, batcher.get(), po.get(), connections);
 
-  g_server = &server;
+  g_listening = listening;
   SignalGuard stop_on({SIGINT, SIGTERM}, on_signal);
   if (o.on_listening) o.on_listening("http://" + o.host + ":" + std::to_string(port) + "/");
-  server.listen_after_bind();
-  g_server = nullptr;
+  server.listen_after_bind();  // false after a signal: the accept loop ended on EINVAL
+  g_listening = -1;
   return 0;
 }
 

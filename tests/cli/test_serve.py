@@ -305,6 +305,18 @@ def dribble(sock, text, pause):
         pass
 
 
+def server_sockets(pid):
+    """How many sockets the process `pid` has open (the listening one and those it accepted)."""
+    fds = os.path.join("/proc", str(pid), "fd")
+    count = 0
+    for fd in os.listdir(fds):
+        try:
+            count += os.readlink(os.path.join(fds, fd)).startswith("socket:")
+        except FileNotFoundError:  # closed while we looked
+            pass
+    return count
+
+
 def read_all(sock, timeout=15):
     sock.settimeout(timeout)
     data = b""
@@ -476,6 +488,36 @@ class Connections(unittest.TestCase):
         self.assertEqual(read_all(slow), b"")
         dribbler.join()
         slow.close()
+
+    def test_sigterm_answers_the_connections_still_waiting_for_a_thread(self):
+        # Two connections take both threads (their requests wait 1.5 s in the batcher); three more
+        # are accepted and wait their turn. All five sent their whole request before the signal,
+        # so all five are answered: the three start after it, on a server that no longer accepts.
+        proc, url = start_server("--max-connections", "2", "--batch-window", "1500", "--drain", "8")
+        clients = []
+        try:
+            baseline = server_sockets(proc.pid)
+            body = json.dumps({"text": "Open the file", "beam": 1}).encode()
+            request = (b"POST /api/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            clients += [socket.create_connection(address(url)) for _ in range(5)]
+            for c in clients:
+                c.sendall(request)
+            deadline = time.monotonic() + 10
+            while server_sockets(proc.pid) < baseline + 5 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(server_sockets(proc.pid), baseline + 5)  # all five accepted
+            proc.send_signal(signal.SIGTERM)
+            answers = [read_all(c) for c in clients]
+            self.assertEqual(proc.wait(timeout=30), 0)
+            for answer in answers:
+                self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer[:80])
+            with self.assertRaises(OSError):  # and nothing new is accepted
+                socket.create_connection(address(url), timeout=5)
+        finally:
+            for c in clients:
+                c.close()
+            stop_server(proc)
 
 
 if __name__ == "__main__":
