@@ -96,6 +96,29 @@ TEST(PackedGemm, RowBlocksChangeNoResult) {
   }
 }
 
+// More columns than one column block (AVX2 takes 256 at a time around its row blocks): equal to
+// matmul, and each column range alone gives the same bits as in the whole, with rows across a
+// row block's edge and a sum longer than one slice.
+TEST(PackedGemm, ColumnBlocksChangeNoResult) {
+  at::manual_seed(10);
+  for (Isa isa : supported_isas()) {
+    check<float>(101, 530, 300, true, true, isa);
+    check<float>(7, 300, 64, false, false, isa);
+    const int64_t m = 110, n = 600, k = 300;
+    auto x = at::randn({m, k}), w = at::randn({n, k});
+    const auto panels = Panels<float>::transposed(w.data_ptr<float>(), n, k, k, {1, 1, isa});
+    auto whole = at::empty({m, n});
+    panels.multiply(x.data_ptr<float>(), m, k, whole.data_ptr<float>(), n, false);
+    for (auto [from, to] : {std::pair<int64_t, int64_t>{0, 256}, {256, 600}, {512, 600}, {64, 320}}) {
+      auto part = at::empty({m, to - from});
+      panels.multiply_block(x.data_ptr<float>(), m, k, part.data_ptr<float>(), to - from, false,
+                            /*kstride=*/1, /*k_begin=*/0, /*k_end=*/k, from, to);
+      EXPECT_TRUE(at::equal(part, whole.narrow(1, from, to - from)))
+          << to_string(isa) << ", columns " << from << " to " << to;
+    }
+  }
+}
+
 // Products used once: packed by two threads, rows split between three; bit-identical to one
 // thread's product.
 TEST(PackedGemm, ParallelPackingAndRowsChangeNothing) {
