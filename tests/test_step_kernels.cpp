@@ -11,6 +11,7 @@
 #include <torch/optim/adam.h>
 
 #include "attnkit/attention/functional.h"
+#include "attnkit/core/info.h"
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/linear.h"
@@ -163,6 +164,55 @@ TEST(DropoutKernel, IdentityWhenNotTrainingAndZerosAtOne) {
   auto zeros = kernels::dropout(x, 1.0, true);
   EXPECT_EQ(zeros.abs().max().item<float>(), 0.f);
   EXPECT_THROW(kernels::dropout(x, 1.5, true), c10::Error);
+}
+
+// ReLU + dropout in one pass against the two ops it replaces, from the same seed: the same
+// values and gradients bit for bit (a kept element is x / (1 - p) either way, and its gradient
+// g / (1 - p)), in float (vector paths) and double (the scalar loop).
+TEST(ReluDropoutKernel, EqualsReluThenDropoutInValuesAndGradients) {
+  for (auto dtype : {at::kFloat, at::kDouble})
+    for (double p : {0.0, 0.1, 0.5}) {
+      at::manual_seed(21);
+      auto x = at::randn({37, 129}, dtype);             // odd sizes: every vector loop has a tail
+      x.index_put_({0, at::indexing::Slice(0, 5)}, 0);  // exact zeros: no gradient, as at::relu
+      const auto xa = x.clone().requires_grad_(), xb = x.clone().requires_grad_();
+      const auto g = at::randn({37, 129}, dtype);
+      at::manual_seed(22);
+      const auto fused = kernels::relu_dropout(xa, p, /*training=*/true);
+      at::manual_seed(22);
+      const auto composite = kernels::dropout(at::relu(xb), p, /*training=*/true);
+      EXPECT_TRUE(at::equal(fused, composite)) << "p " << p;
+      const auto ga = torch::autograd::grad({fused}, {xa}, {g})[0];
+      const auto gb = torch::autograd::grad({composite}, {xb}, {g})[0];
+      EXPECT_TRUE(at::equal(ga, gb)) << "p " << p;
+      if (p > 0) {  // the mask really drops: about p of the positive elements
+        const double dropped =
+            ((fused == 0) & (x > 0)).sum().item<double>() / (x > 0).sum().item<double>();
+        EXPECT_NEAR(dropped, p, 0.05) << "p " << p;
+      }
+    }
+  // Not training: ReLU alone.
+  auto x = at::randn({4, 5});
+  EXPECT_TRUE(at::equal(kernels::relu_dropout(x, 0.5, /*training=*/false), at::relu(x)));
+  EXPECT_THROW(kernels::relu_dropout(x, 1.5, true), c10::Error);
+}
+
+// A tensor large enough to be split between threads gets the mask one thread draws: each
+// element's draw depends on its index only.
+TEST(DropoutKernel, ThreadsChangeNoMask) {
+  auto x = at::randn({3, 100003});  // parts of ~2^16 elements, and a tail
+  const auto g = at::randn({3, 100003});
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    at::manual_seed(23);
+    const auto xr = x.clone().requires_grad_();
+    const auto a = kernels::dropout(xr, 0.3, true), b = kernels::relu_dropout(xr, 0.3, true);
+    const auto grads = torch::autograd::grad({a, b}, {xr}, {g, g});
+    return std::vector<at::Tensor>{a, b, grads[0]};
+  };
+  const auto one = run(1), two = run(2);
+  set_threads(1);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(at::equal(one[i], two[i])) << i;
 }
 
 TEST(ClipGradNorm, MatchesTorchClipGradNorm) {

@@ -46,8 +46,8 @@ at::Tensor residual_dropout(const at::Tensor& x, const LayerOptions& o, bool tra
 at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
                         const LayerOptions& o, bool training) {
   auto h = kernels::linear(x, linear1->weight, linear1->bias);
-  h = o.activation() == Activation::Gelu ? at::gelu(h) : at::relu(h);
-  h = kernels::dropout(h, o.ffn_dropout(), training);
+  h = o.activation() == Activation::Gelu ? kernels::dropout(at::gelu(h), o.ffn_dropout(), training)
+                                         : kernels::relu_dropout(h, o.ffn_dropout(), training);
   return kernels::linear(h, linear2->weight, linear2->bias);
 }
 

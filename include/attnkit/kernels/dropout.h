@@ -16,4 +16,11 @@ namespace attnkit::kernels {
 // or p == 0; zeros when p == 1. Differentiable in x.
 at::Tensor dropout(const at::Tensor& x, double p, bool training);
 
+// dropout(at::relu(x), p, training), the Transformer's feed-forward activation, in one pass and
+// one autograd node: the same mask as kernels::dropout draws from the same seed, and a backward
+// pass that reads the saved output (above zero exactly where the gradient flows) instead of a
+// mask. In the profile of a Transformer training step, ReLU and its backward took 7 % beside
+// the dropout after it. Float and double on the CPU; anything else takes the composite.
+at::Tensor relu_dropout(const at::Tensor& x, double p, bool training);
+
 }  // namespace attnkit::kernels
