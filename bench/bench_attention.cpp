@@ -5,6 +5,9 @@
 //   Attention/<score>/<weighting>/seq    full sequence: Tq = Tk = 50
 //   (B = 64, Tk = 50, D = 256)
 //   SDPA/fwd, SDPA/fwdbwd                scaled-dot self-attention, [B*H = 16, T = 512, d = 64]
+//   Kernel/<fused|composite>/<fwd|fwdbwd>  the fused attention kernel and its composite, the same
+//   ShortAttention/<fused|composite>/... the same at a Transformer batch's shape: [256, 12, 64],
+//                                        causal
 //   Multihead/fwd                        MultiheadAttention(512, 8 heads), B = 2, T = 512
 //   Loss/<fused|composite>/fwdbwd        label-smoothed cross-entropy, [768, 2782] logits
 //   Decoder/<sequence|steps>/fwdbwd      the training decoder, B = 64, S = T = 12, GRU 256,
@@ -83,17 +86,20 @@ void multihead_case(benchmark::State& state) {
   }
 }
 
-// The fused kernel against the composite path it replaces, on the same inputs.
-void kernel_case(benchmark::State& state, bool fused, bool backward) {
-  const int64_t n = 16, t = 512, d = 64;
+// The fused kernel against the composite path it replaces, on the same inputs: N = B x H rows
+// of T positions, causal or not.
+void attention_kernel(benchmark::State& state, int64_t n, int64_t t, bool causal, bool fused,
+                      bool backward) {
+  const int64_t d = 64;
   at::manual_seed(0);
+  const auto mask = causal ? at::ones({1, t, t}, at::kBool).tril() : at::Tensor();
   auto q = at::randn({n, t, d}).requires_grad_(backward),
        k = at::randn({n, t, d}).requires_grad_(backward),
        v = at::randn({n, t, d}).requires_grad_(backward);
   at::AutoGradMode grad_mode(backward);
   for (auto _ : state) {
-    auto out = fused ? kernels::fused_attention(q, k, v)
-                     : functional::scaled_dot_product_attention(q, k, v).first;
+    auto out = fused ? kernels::fused_attention(q, k, v, mask)
+                     : functional::scaled_dot_product_attention(q, k, v, mask).first;
     if (backward) out.sum().backward();
     benchmark::DoNotOptimize(out.data_ptr());
   }
@@ -101,6 +107,15 @@ void kernel_case(benchmark::State& state, bool fused, bool backward) {
   const double flops = 4.0 * n * t * t * d * (backward ? 3.5 : 1.0);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void kernel_case(benchmark::State& state, bool fused, bool backward) {
+  attention_kernel(state, /*n=*/16, /*t=*/512, /*causal=*/false, fused, backward);
+}
+
+// A Transformer training batch's self-attention: 64 sentences x 4 heads, 12 positions, causal.
+void short_kernel_case(benchmark::State& state, bool fused, bool backward) {
+  attention_kernel(state, /*n=*/256, /*t=*/12, /*causal=*/true, fused, backward);
 }
 
 // The training loss over a batch's logits (64 sentences x 12 steps, the benchmark corpus's target
@@ -223,6 +238,14 @@ void register_all() {
                                        .c_str(),
                                    kernel_case, fused, backward)
           ->Unit(benchmark::kMillisecond);
+  for (bool backward : {false, true})
+    for (bool fused : {false, true})
+      benchmark::RegisterBenchmark(
+          (std::string("ShortAttention/") + (fused ? "fused" : "composite") +
+           (backward ? "/fwdbwd" : "/fwd"))
+              .c_str(),
+          short_kernel_case, fused, backward)
+          ->Unit(benchmark::kMicrosecond);
   for (bool fused : {false, true})
     benchmark::RegisterBenchmark(fused ? "Loss/fused/fwdbwd" : "Loss/composite/fwdbwd", loss_case,
                                  fused)

@@ -7,6 +7,7 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
+#include "attnkit/core/info.h"
 #include "attnkit/kernels/additive_score.h"
 #include "attnkit/kernels/fused_attention.h"
 #include "testing.h"
@@ -57,21 +58,51 @@ TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedAttention,
-    ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{3, 70, 150, 16, 8, false},
-                      Shape{3, 70, 150, 16, 8, true}, Shape{2, 130, 130, 32, 32, true},
-                      Shape{1, 1, 300, 64, 64, true}, Shape{2, 300, 600, 16, 24, true},
-                      Shape{2, 257, 257, 8, 8, true}));
+    // Up to 24 keys the short path (dot products on the rows as they lie), beyond it the blocks:
+    // a Transformer batch's self-attention (causal and padded), cross-attention at the limit,
+    // and one key past it.
+    ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{8, 12, 12, 64, 64, true},
+                      Shape{5, 9, 24, 16, 8, true}, Shape{3, 25, 25, 16, 16, true},
+                      Shape{3, 70, 150, 16, 8, false}, Shape{3, 70, 150, 16, 8, true},
+                      Shape{2, 130, 130, 32, 32, true}, Shape{1, 1, 300, 64, 64, true},
+                      Shape{2, 300, 600, 16, 24, true}, Shape{2, 257, 257, 8, 8, true}));
 
+// On both paths: 5 keys (short), 40 (blocks).
 TEST(FusedAttentionMasks, FullyMaskedRowsGiveZerosNotNaN) {
-  auto q = at::randn({2, 3, 8}).requires_grad_(), k = at::randn({2, 5, 8}).requires_grad_(),
-       v = at::randn({2, 5, 4}).requires_grad_();
-  auto mask = padding_mask(at::tensor({5, 0}), 5);  // the second sequence has no keys
-  auto out = kernels::fused_attention(q, k, v, mask);
-  EXPECT_TRUE(at::isfinite(out).all().item<bool>());
-  EXPECT_TRUE((out[1] == 0).all().item<bool>());
-  out.sum().backward();
-  for (const auto& t : {q, k, v}) EXPECT_TRUE(at::isfinite(t.grad()).all().item<bool>());
-  EXPECT_TRUE((v.grad()[1] == 0).all().item<bool>());
+  for (int64_t tk : {5, 40}) {
+    auto q = at::randn({2, 3, 8}).requires_grad_(), k = at::randn({2, tk, 8}).requires_grad_(),
+         v = at::randn({2, tk, 4}).requires_grad_();
+    auto mask = padding_mask(at::tensor({tk, int64_t{0}}), tk);  // the second has no keys
+    auto out = kernels::fused_attention(q, k, v, mask);
+    EXPECT_TRUE(at::isfinite(out).all().item<bool>()) << tk;
+    EXPECT_TRUE((out[1] == 0).all().item<bool>()) << tk;
+    out.sum().backward();
+    for (const auto& t : {q, k, v}) EXPECT_TRUE(at::isfinite(t.grad()).all().item<bool>()) << tk;
+    EXPECT_TRUE((v.grad()[1] == 0).all().item<bool>()) << tk;
+  }
+}
+
+// Rows are split between the kernels' threads; each row's result is its own, bit for bit.
+TEST(FusedAttentionThreads, TheSplitChangesNoBit) {
+  for (int64_t t : {12, 40}) {
+    at::manual_seed(12);
+    // Enough rows for two parts on either path (for_each_rows' estimate).
+    const auto q = at::randn({256, t, 32}), k = at::randn({256, t, 32}),
+               v = at::randn({256, t, 32}), g = at::randn({256, t, 32});
+    const auto mask = causal_mask(t, t);  // [1, T, T]
+    auto run = [&](int threads) {
+      set_threads(threads, ThreadPolicy::Kernels);
+      auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(),
+           fv = v.clone().requires_grad_();
+      auto out = kernels::fused_attention(fq, fk, fv, mask);
+      auto grads = torch::autograd::grad({out}, {fq, fk, fv}, {g});
+      grads.push_back(out);
+      return grads;
+    };
+    const auto one = run(1), two = run(2);
+    set_threads(1);
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(at::equal(one[i], two[i])) << t << " " << i;
+  }
 }
 
 TEST(FusedAttentionMasks, BadShapesAreNamed) {
