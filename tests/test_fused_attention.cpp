@@ -105,6 +105,97 @@ TEST(FusedAttentionThreads, TheSplitChangesNoBit) {
   }
 }
 
+// Multi-head attention on the projections as they lie. Self: one [B, T, 3E] input; cross:
+// [B, Tq, E] and [B, Tk, 2E]. Short rows (12 keys) and blocks (40), padded and causal masks.
+struct Heads {
+  int64_t b, tq, tk, heads, d;
+  bool self;
+};
+void PrintTo(const Heads& h, std::ostream* os) {
+  *os << (h.self ? "self " : "cross ") << h.b << "x" << h.tq << "x" << h.tk << " H" << h.heads
+      << " d" << h.d;
+}
+
+class FusedMultihead : public ::testing::TestWithParam<Heads> {};
+
+// [B, T, C] columns col .. col + E as [B, H, T, d].
+at::Tensor split(const at::Tensor& x, int64_t col, int64_t heads, int64_t d) {
+  return x.narrow(2, col, heads * d).view({x.size(0), x.size(1), heads, d}).transpose(1, 2);
+}
+
+TEST_P(FusedMultihead, MatchesTheCompositeAndFusedAttentionOnSplitHeads) {
+  const auto h = GetParam();
+  const int64_t e = h.heads * h.d;
+  at::manual_seed(13);
+  auto q = at::randn({h.b, h.tq, h.self ? 3 * e : e}), kv = at::randn({h.b, h.tk, 2 * e});
+  auto lengths = at::randint(1, h.tk + 1, {h.b});
+  lengths[0] = h.tk;
+  auto mask = padding_mask(lengths, h.tk);  // [B, 1, Tk]
+  if (h.self) mask = mask.logical_and(causal_mask(h.tq, h.tk));
+  const auto& keys = h.self ? q : kv;
+  const int64_t k_col = h.self ? e : 0, v_col = h.self ? 2 * e : e;
+  auto g = at::randn({h.b, h.tq, e});
+
+  auto fq = q.clone().requires_grad_(), fkv = kv.clone().requires_grad_();
+  auto fused = kernels::fused_multihead_attention(fq, h.self ? at::Tensor() : fkv, h.heads, mask);
+  ASSERT_EQ(fused.sizes(), (std::vector<int64_t>{h.b, h.tq, e}));
+  auto grads = torch::autograd::grad(
+      {fused}, h.self ? std::vector<at::Tensor>{fq} : std::vector<at::Tensor>{fq, fkv}, {g});
+
+  // The composite on split heads, in double.
+  auto dq = q.to(at::kDouble).requires_grad_(), dkv = kv.to(at::kDouble).requires_grad_();
+  const auto& dkeys = h.self ? dq : dkv;
+  auto [reference, weights] = functional::scaled_dot_product_attention(
+      split(dq, 0, h.heads, h.d), split(dkeys, k_col, h.heads, h.d),
+      split(dkeys, v_col, h.heads, h.d), mask.unsqueeze(1));
+  auto merged = reference.transpose(1, 2).reshape({h.b, h.tq, e});
+  auto ref_grads = torch::autograd::grad(
+      {merged}, h.self ? std::vector<at::Tensor>{dq} : std::vector<at::Tensor>{dq, dkv},
+      {g.to(at::kDouble)});
+  EXPECT_TRUE(close(fused, merged, 2e-5, 1e-4)) << "output";
+  for (size_t i = 0; i < grads.size(); ++i)
+    EXPECT_TRUE(close(grads[i], ref_grads[i], 5e-5, 1e-3)) << "gradient " << i;
+
+  // fused_attention on the same heads split into [B H, T, d] copies: the same kernel row for
+  // row, so the same bits.
+  auto rows = [&](const at::Tensor& x, int64_t col) {
+    return split(x, col, h.heads, h.d).reshape({h.b * h.heads, x.size(1), h.d});
+  };
+  auto rq = rows(q, 0).requires_grad_(), rk = rows(keys, k_col).requires_grad_(),
+       rv = rows(keys, v_col).requires_grad_();
+  auto row_mask =
+      mask.unsqueeze(1).expand({h.b, h.heads, h.tq, h.tk}).reshape({h.b * h.heads, h.tq, h.tk});
+  auto by_rows = kernels::fused_attention(rq, rk, rv, row_mask);
+  auto row_grads = torch::autograd::grad(
+      {by_rows}, {rq, rk, rv},
+      {g.view({h.b, h.tq, h.heads, h.d}).transpose(1, 2).reshape({h.b * h.heads, h.tq, h.d})});
+  auto unsplit = [&](const at::Tensor& x, int64_t t) {  // [B H, T, d] -> [B, T, E]
+    return x.view({h.b, h.heads, t, h.d}).transpose(1, 2).reshape({h.b, t, e});
+  };
+  EXPECT_TRUE(at::equal(fused, unsplit(by_rows, h.tq)));
+  const auto gq = grads[0], gkv = h.self ? grads[0] : grads[1];
+  EXPECT_TRUE(at::equal(gq.narrow(2, 0, e), unsplit(row_grads[0], h.tq)));
+  EXPECT_TRUE(at::equal(gkv.narrow(2, k_col, e), unsplit(row_grads[1], h.tk)));
+  EXPECT_TRUE(at::equal(gkv.narrow(2, v_col, e), unsplit(row_grads[2], h.tk)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, FusedMultihead,
+                         ::testing::Values(Heads{3, 12, 12, 4, 16, true},
+                                           Heads{3, 10, 12, 4, 16, false},
+                                           Heads{2, 40, 40, 2, 16, true},
+                                           Heads{2, 7, 40, 2, 16, false}));
+
+TEST(FusedMultihead, BadShapesAreNamed) {
+  try {
+    kernels::fused_multihead_attention(at::randn({2, 3, 30}), {}, 4);  // 3E = 30: E = 10, 4 heads
+    FAIL();
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("[2, 3, 30]"), std::string::npos);
+  }
+  EXPECT_THROW(kernels::fused_multihead_attention(at::randn({2, 3, 8}), at::randn({2, 5, 12}), 2),
+               c10::Error);  // KV must be [B, Tk, 2E] = 16 wide
+}
+
 TEST(FusedAttentionMasks, BadShapesAreNamed) {
   try {
     kernels::fused_attention(at::randn({2, 3, 8}), at::randn({2, 5, 7}), at::randn({2, 5, 4}));

@@ -78,18 +78,21 @@ TEST_P(TransformerTask, LearnsItToNinetyFivePercentExact) {
   auto t = make_task(GetParam(), 2500);
   TransformerModel model(t.config.transformer);
   testing::ScratchDir dir("transformer_" + GetParam());
-  train_for(t, model, quick_options(dir.str(), /*epochs=*/12));
+  // 16 epochs: at 12, reverse sat at the edge, and a change that only moved rounding (the cross-
+  // attention's keys and values as one product) took seeds 1, 2, 3 to 90, 78 and 95+ exact; at
+  // 16 they give 97, 98, 97 (copy 100).
+  train_for(t, model, quick_options(dir.str(), /*epochs=*/16));
   seq2seq::Translator translator(t.config, model, t.synthetic.vocab, t.synthetic.vocab);
   seq2seq::SearchOptions greedy;
   greedy.beam_size = 1;
   const auto out = translator.translate(test_sources(t), greedy);
   size_t exact = 0;
   for (size_t i = 0; i < out.size(); ++i) exact += out[i].text == t.synthetic.test[i].pair.target;
-  // Seed 1 gives 100 (copy) and 98 (reverse) of 100; chance is 0.
+  // Seed 1 gives 100 (copy) and 97 (reverse) of 100; chance is 0.
   EXPECT_GE(exact, 95u) << "exact matches out of 100";
 
-  // Decoding the same model in int8 keeps what it learned: seed 1 gives 100 (copy) and 95
-  // (reverse) exact; the margin is the tiny model's (d_model 32) sensitivity to rounding.
+  // Decoding the same model in int8 keeps what it learned: seeds 1, 2, 3 give 100 (copy) and 97,
+  // 99, 97 (reverse) exact; the margin is the tiny model's (d_model 32) sensitivity to rounding.
   model->options.compute_type(kernels::ComputeType::Int8);
   const auto int8 = translator.translate(test_sources(t), greedy);
   size_t int8_exact = 0;

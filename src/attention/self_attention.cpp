@@ -71,12 +71,35 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
               "MultiheadAttention: built for embed_dim ", e, " but got Q ", query.sizes(), ", K ",
               key.sizes(), ", V ", value.sizes());
   const int64_t batch = query.size(0), tq = query.size(1), tk = key.size(1);
-  auto keep = check_mask(mask, batch, tq, tk, "MultiheadAttention");
-  if (keep.defined()) keep = keep.unsqueeze(1);  // [B|1, 1, Tq|1, Tk]: shared by heads
+  const auto mask3 = check_mask(mask, batch, tq, tk, "MultiheadAttention");  // [B|1, Tq|1, Tk]
+
+  const double dropout = is_training() ? options.dropout() : 0.0;
+  const bool fused =
+      !need_weights && dropout == 0 && query.scalar_type() == at::kFloat && query.device().is_cpu();
+  auto out_proj_of = [&](const at::Tensor& merged) {  // [B, Tq, E]
+    return packed ? packed->out_proj(merged)
+                  : kernels::linear(merged, out_proj->weight, out_proj->bias);
+  };
+  const bool self = query.is_same(key) && key.is_same(value);
+  if (fused && (self || key.is_same(value))) {
+    // The fused kernel on the projections as they come out of their products (keys and values
+    // of a cross-attention in one product): no [Tq, Tk] weights kept for the backward pass, and
+    // no head split or merged in memory.
+    if (self) {
+      auto qkv = packed ? packed->in_proj(query)
+                        : kernels::linear(query, in_proj_weight, in_proj_bias);  // [B, T, 3E]
+      return {out_proj_of(kernels::fused_multihead_attention(qkv, {}, heads, mask3)), {}};
+    }
+    auto w = in_proj_weight.chunk(3);
+    auto b = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, e) : at::Tensor();
+    auto kv_b = in_proj_bias.defined() ? in_proj_bias.narrow(0, e, 2 * e) : at::Tensor();
+    auto q = kernels::linear(query, w[0], b);                                  // [B, Tq, E]
+    auto kv = kernels::linear(key, in_proj_weight.narrow(0, e, 2 * e), kv_b);  // [B, Tk, 2E]
+    return {out_proj_of(kernels::fused_multihead_attention(q, kv, heads, mask3)), {}};
+  }
 
   at::Tensor q, k, v;  // each [B, H, T, E/H]
-  if (query.is_same(key) && key.is_same(value)) {
-    // Self-attention: one GEMM against the whole [3E, E] in-projection.
+  if (self) {
     auto qkv = (packed ? packed->in_proj(query)
                        : kernels::linear(query, in_proj_weight, in_proj_bias))  // [B, T, 3E]
                    .view({batch, tq, 3, heads, head_dim})
@@ -97,10 +120,11 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     k = split_heads(key, 1);
     v = split_heads(value, 2);
   }
-  const double dropout = is_training() ? options.dropout() : 0.0;
+  // [B|1, 1, Tq|1, Tk]: shared by heads
+  const auto keep = mask3.defined() ? mask3.unsqueeze(1) : mask3;
   at::Tensor heads_out, weights;  // [B, H, Tq, d], [B, H, Tq, Tk]
-  if (!need_weights && dropout == 0 && q.scalar_type() == at::kFloat && q.device().is_cpu()) {
-    // The fused kernel over the B x H rows: no [Tq, Tk] weights kept for the backward pass.
+  if (fused) {
+    // Keys and values from different inputs: the fused kernel over the B x H rows.
     auto rows = [&](const at::Tensor& x) {
       return x.reshape({batch * heads, x.size(2), head_dim});
     };
@@ -115,9 +139,7 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
     std::tie(heads_out, weights) = functional::scaled_dot_product_attention(q, k, v, keep, dropout);
   }
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
-  return {
-      packed ? packed->out_proj(merged) : kernels::linear(merged, out_proj->weight, out_proj->bias),
-      weights};
+  return {out_proj_of(merged), weights};
 }
 
 }  // namespace attnkit

@@ -24,31 +24,57 @@ using packed::Panels;
 
 using simd::exp_shift;
 
-// The mask as a strided view over [N, Tq, Tk] (broadcast dimensions have stride 0).
+// Where one operand's rows lie: row n = b H + h (batch b, head h) has position t's values at
+// data + b * batch + h * head + t * ld. fused_attention's [N, T, d] tensors are H = 1 and
+// ld = d; fused_multihead_attention reads heads where the projections left them ([B, T, C]: head
+// = d, ld = C) and writes its output with the heads side by side, as the out-projection reads it,
+// so no head is split or merged in memory, forward or backward.
+template <typename T>
+struct Rows {
+  T* data = nullptr;
+  int64_t batch = 0, head = 0, ld = 0;
+  T* row(int64_t n, int64_t heads) const { return data + (n / heads) * batch + (n % heads) * head; }
+};
+
+// Column `col` of a [B, T, C] tensor, head width `width`.
+template <typename T>
+Rows<T> rows_of(const at::Tensor& x, int64_t col, int64_t width) {
+  return {x.data_ptr<float>() + col, x.size(1) * x.size(2), width, x.size(2)};
+}
+
+// The sizes: N = B H rows, Tq queries and Tk keys, head widths d (queries, keys) and dv (values).
+struct Sizes {
+  int64_t N, heads, Tq, Tk;
+  int d, dv;
+};
+
+// The mask as a strided view over [B, Tq, Tk] (broadcast dimensions have stride 0); row n reads
+// its batch's mask.
 struct MaskView {
   const bool* data = nullptr;
-  int64_t sn = 0, sq = 0, sk = 1;
+  int64_t heads = 1, sn = 0, sq = 0, sk = 1;
   bool keep(int64_t n, int64_t i, int64_t j) const {
-    return !data || data[n * sn + i * sq + j * sk];
+    return !data || data[(n / heads) * sn + i * sq + j * sk];
   }
 };
 
-MaskView mask_view(const at::Tensor& mask, int64_t n, int64_t tq, int64_t tk) {
+MaskView mask_view(const at::Tensor& mask, int64_t batch, int64_t heads, int64_t tq, int64_t tk) {
   MaskView v;
   if (!mask.defined()) return v;
-  auto m = mask.expand({n, tq, tk});
+  auto m = mask.expand({batch, tq, tk});
   v.data = m.data_ptr<bool>();
+  v.heads = heads;
   v.sn = m.stride(0);
   v.sq = m.stride(1);
   v.sk = m.stride(2);
   return v;
 }
 
-// S[bq, bk] = Q_blk (scale K)ᵀ for keys j0.. (`scaled_kt`: scale Kᵀ of this row, packed), with
-// masked scores at -inf.
-void block_scores(const float* q, const Panels<float>& scaled_kt, int bq, int bk, int d, float* s,
-                  const MaskView& mask, int64_t n, int64_t i0, int64_t j0) {
-  scaled_kt.multiply_block(q, bq, /*ldx=*/d, s, /*ldy=*/bk, /*accumulate=*/false, /*kstride=*/1,
+// S[bq, bk] = Q_blk (scale K)ᵀ for keys j0.. (`scaled_kt`: scale Kᵀ of this row, packed; Q_blk's
+// rows ldq apart), with masked scores at -inf.
+void block_scores(const float* q, int64_t ldq, const Panels<float>& scaled_kt, int bq, int bk,
+                  int d, float* s, const MaskView& mask, int64_t n, int64_t i0, int64_t j0) {
+  scaled_kt.multiply_block(q, bq, /*ldx=*/ldq, s, /*ldy=*/bk, /*accumulate=*/false, /*kstride=*/1,
                            /*k_begin=*/0, /*k_end=*/d, /*col_begin=*/j0, /*col_end=*/j0 + bk);
   if (!mask.data) return;
   for (int i = 0; i < bq; ++i)
@@ -62,11 +88,11 @@ void block_scores(const float* q, const Panels<float>& scaled_kt, int bq, int bk
 // operands: at a Transformer batch's 12 positions that costs as much as the products, so a row
 // counts 100 kFLOP more in the split's estimate. Rows are independent: the split changes nothing.
 template <typename Fn>
-void for_each_rows(int64_t N, int64_t Tq, int64_t Tk, int64_t d, const Fn& fn) {
-  const double work = static_cast<double>(N) * (4.0 * Tq * Tk * d + 1e5);
-  const int64_t parts = row_parts(N, work);
+void for_each_rows(const Sizes& z, const Fn& fn) {
+  const double work = static_cast<double>(z.N) * (4.0 * z.Tq * z.Tk * z.d + 1e5);
+  const int64_t parts = row_parts(z.N, work);
   for_each_row_part(
-      parts, [&](RowPart part) { fn(N * part.first / parts, N * (part.first + 1) / parts); });
+      parts, [&](RowPart part) { fn(z.N * part.first / parts, z.N * (part.first + 1) / parts); });
 }
 
 // ---- short rows: a Transformer batch's sentences ----
@@ -82,91 +108,104 @@ void for_each_rows(int64_t N, int64_t Tq, int64_t Tk, int64_t d, const Fn& fn) {
 // recomputes the forward's P exactly.
 constexpr int64_t kShortKeys = 24;
 
-// s[j] = scale (q · K_j), or -inf where the mask says no, for the Tk keys of query i of row n.
-void short_scores(const float* q, const float* K, int64_t Tk, int d, float scale,
-                  const MaskView& mask, int64_t n, int64_t i, float* s) {
-  for (int64_t j = 0; j < Tk; ++j)
-    s[j] = mask.keep(n, i, j) ? scale * simd::dot(q, K + j * d, d) : kNegInf;
+// One row's operands (Rows::row of each).
+template <typename T>
+struct Row {
+  T* data;
+  int64_t ld;
+  T* at(int64_t t) const { return data + t * ld; }
+};
+template <typename T>
+Row<T> row(const Rows<T>& r, int64_t n, int64_t heads) {
+  return {r.row(n, heads), r.ld};
 }
 
-// One row's forward pass: O [Tq, dv] and the log-sum-exp L [Tq] of Q [Tq, d], K [Tk, d],
+// s[j] = scale (q · K_j), or -inf where the mask says no, for the Tk keys of query i of row n.
+void short_scores(const float* q, Row<const float> K, int64_t Tk, int d, float scale,
+                  const MaskView& mask, int64_t n, int64_t i, float* s) {
+  for (int64_t j = 0; j < Tk; ++j)
+    s[j] = mask.keep(n, i, j) ? scale * simd::dot(q, K.at(j), d) : kNegInf;
+}
+
+// Row n's forward pass: O [Tq, dv] and the log-sum-exp L [Tq] of Q [Tq, d], K [Tk, d],
 // V [Tk, dv].
-void short_forward_row(const float* Q, const float* K, const float* V, int64_t Tq, int64_t Tk,
-                       int d, int dv, const MaskView& mask, int64_t n, float scale, float* O,
+void short_forward_row(const Sizes& z, int64_t n, Row<const float> Q, Row<const float> K,
+                       Row<const float> V, const MaskView& mask, float scale, Row<float> O,
                        float* L) {
   float s[kShortKeys], p[kShortKeys];
-  for (int64_t i = 0; i < Tq; ++i) {
-    short_scores(Q + i * d, K, Tk, d, scale, mask, n, i, s);
-    float* o = O + i * dv;
-    std::fill(o, o + dv, 0.f);
-    const float m = simd::max_of(s, Tk);
+  for (int64_t i = 0; i < z.Tq; ++i) {
+    short_scores(Q.at(i), K, z.Tk, z.d, scale, mask, n, i, s);
+    float* o = O.at(i);
+    std::fill(o, o + z.dv, 0.f);
+    const float m = simd::max_of(s, z.Tk);
     if (m == kNegInf) {  // nothing to attend to: a zero output
       L[i] = kNegInf;
       continue;
     }
-    const float l = exp_shift(s, p, static_cast<int>(Tk), m), inv = 1.f / l;
-    for (int64_t j = 0; j < Tk; ++j)  // O_i = sum_j P_ij V_j
-      if (p[j] != 0.f) simd::axpy(p[j] * inv, V + j * dv, o, dv);
+    const float l = exp_shift(s, p, static_cast<int>(z.Tk), m), inv = 1.f / l;
+    for (int64_t j = 0; j < z.Tk; ++j)  // O_i = sum_j P_ij V_j
+      if (p[j] != 0.f) simd::axpy(p[j] * inv, V.at(j), o, z.dv);
     L[i] = m + std::log(l);
   }
 }
 
-// One row's backward pass, onto dQ, dK and dV (zero on entry):
+// Row n's backward pass, onto dQ, dK and dV (zero on entry):
 //   P_ij = exp(s_ij - L_i), dS_ij = P_ij (dO_i · V_j - dO_i · O_i),
 //   dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i, dV_j = sum_i P_ij dO_i.
-void short_backward_row(const float* Q, const float* K, const float* V, const float* O,
-                        const float* L, const float* dO, int64_t Tq, int64_t Tk, int d, int dv,
-                        const MaskView& mask, int64_t n, float scale, float* dQ, float* dK,
-                        float* dV) {
+void short_backward_row(const Sizes& z, int64_t n, Row<const float> Q, Row<const float> K,
+                        Row<const float> V, Row<const float> O, const float* L, Row<const float> dO,
+                        const MaskView& mask, float scale, Row<float> dQ, Row<float> dK,
+                        Row<float> dV) {
   float s[kShortKeys], p[kShortKeys];
-  for (int64_t i = 0; i < Tq; ++i) {
+  for (int64_t i = 0; i < z.Tq; ++i) {
     if (L[i] == kNegInf) continue;  // no key attended: no gradient
-    const float *q = Q + i * d, *g = dO + i * dv;
-    short_scores(q, K, Tk, d, scale, mask, n, i, s);
-    exp_shift(s, p, static_cast<int>(Tk), L[i]);
-    const float D = simd::dot(g, O + i * dv, dv);
-    for (int64_t j = 0; j < Tk; ++j) {
+    const float *q = Q.at(i), *g = dO.at(i);
+    short_scores(q, K, z.Tk, z.d, scale, mask, n, i, s);
+    exp_shift(s, p, static_cast<int>(z.Tk), L[i]);
+    const float D = simd::dot(g, O.at(i), z.dv);
+    for (int64_t j = 0; j < z.Tk; ++j) {
       if (p[j] == 0.f) continue;
-      const float ds = p[j] * (simd::dot(g, V + j * dv, dv) - D);
-      simd::axpy(scale * ds, K + j * d, dQ + i * d, d);
-      simd::axpy(scale * ds, q, dK + j * d, d);
-      simd::axpy(p[j], g, dV + j * dv, dv);
+      const float ds = p[j] * (simd::dot(g, V.at(j), z.dv) - D);
+      simd::axpy(scale * ds, K.at(j), dQ.at(i), z.d);
+      simd::axpy(scale * ds, q, dK.at(j), z.d);
+      simd::axpy(p[j], g, dV.at(j), z.dv);
     }
   }
 }
 
-void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const MaskView& mask, float scale, at::Tensor& out, at::Tensor& lse) {
-  const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
-  const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
-  const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
-  float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>();
+// ---- long rows: blocks on the packed products ----
+
+void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Rows<const float> V,
+                    const MaskView& mask, float scale, Rows<float> O, float* L) {
+  const int64_t H = z.heads, Tq = z.Tq, Tk = z.Tk;
+  const int d = z.d, dv = z.dv;
   if (Tk <= kShortKeys) {
-    for_each_rows(N, Tq, Tk, d, [&](int64_t begin, int64_t end) {
+    for_each_rows(z, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n)
-        short_forward_row(Q + n * Tq * d, K + n * Tk * d, V + n * Tk * dv, Tq, Tk, d, dv, mask, n,
-                          scale, O + n * Tq * dv, L + n * Tq);
+        short_forward_row(z, n, row(Q, n, H), row(K, n, H), row(V, n, H), mask, scale, row(O, n, H),
+                          L + n * Tq);
     });
     return;
   }
   // One task per (batch x head) row, whose K and V are packed once for all its query blocks.
   // Blocks no larger than the sequences: at 12 positions, 144 floats instead of 64 Ki.
   const int64_t block_q = std::min<int64_t>(kBlockQ, Tq), block_k = std::min<int64_t>(kBlockK, Tk);
-  for_each_rows(N, Tq, Tk, d, [&](int64_t begin, int64_t end) {
+  for_each_rows(z, [&](int64_t begin, int64_t end) {
     std::vector<float> s(block_q * block_k), p(block_q * block_k), acc(block_q * dv), m(block_q),
         l(block_q);
     for (int64_t n = begin; n < end; ++n) {
-      const auto scaled_kt = Panels<float>::transposed(K + n * Tk * d, Tk, d, d, {scale});
-      const auto vp = Panels<float>::plain(V + n * Tk * dv, Tk, dv, dv);
+      const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H);
+      const auto On = row(O, n, H);
+      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});
+      const auto vp = Panels<float>::plain(Vn.data, Tk, dv, Vn.ld);
       for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
         const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
-        const float* q_blk = Q + (n * Tq + i0) * d;
         std::fill(m.begin(), m.end(), kNegInf);
         std::fill(l.begin(), l.end(), 0.f);
         std::fill(acc.begin(), acc.begin() + bq * dv, 0.f);
         for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
           const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
-          block_scores(q_blk, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
+          block_scores(Qn.at(i0), Qn.ld, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
           for (int i = 0; i < bq; ++i) {
             const float* row = s.data() + i * bk;
             const float m_new = std::max(m[i], simd::max_of(row, bk));
@@ -186,7 +225,7 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
                             /*col_end=*/dv);
         }
         for (int i = 0; i < bq; ++i) {
-          float* o = O + (n * Tq + i0 + i) * dv;
+          float* o = On.at(i0 + i);
           const float inv = l[i] > 0 ? 1.f / l[i] : 0.f;
           for (int c = 0; c < dv; ++c) o[c] = acc[i * dv + c] * inv;
           L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log(l[i]) : kNegInf;
@@ -196,51 +235,46 @@ void forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   });
 }
 
-void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const MaskView& mask, float scale, const at::Tensor& out,
-                     const at::Tensor& lse, const at::Tensor& grad_out, at::Tensor& dq,
-                     at::Tensor& dk, at::Tensor& dv_t) {
-  const int64_t N = q.size(0), Tq = q.size(1), Tk = k.size(1);
-  const int d = static_cast<int>(q.size(2)), dv = static_cast<int>(v.size(2));
-  const float *Q = q.data_ptr<float>(), *K = k.data_ptr<float>(), *V = v.data_ptr<float>();
-  const float *O = out.data_ptr<float>(), *L = lse.data_ptr<float>(),
-              *dO = grad_out.data_ptr<float>();
-  float *dQ = dq.data_ptr<float>(), *dK = dk.data_ptr<float>(), *dV = dv_t.data_ptr<float>();
+// Onto dQ, dK and dV, zero on entry.
+void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Rows<const float> V,
+                     Rows<const float> O, const float* L, Rows<const float> dO,
+                     const MaskView& mask, float scale, Rows<float> dQ, Rows<float> dK,
+                     Rows<float> dV) {
+  const int64_t H = z.heads, Tq = z.Tq, Tk = z.Tk;
+  const int d = z.d, dv = z.dv;
   if (Tk <= kShortKeys) {
-    for_each_rows(N, Tq, Tk, d, [&](int64_t begin, int64_t end) {
+    for_each_rows(z, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n)
-        short_backward_row(Q + n * Tq * d, K + n * Tk * d, V + n * Tk * dv, O + n * Tq * dv,
-                           L + n * Tq, dO + n * Tq * dv, Tq, Tk, d, dv, mask, n, scale,
-                           dQ + n * Tq * d, dK + n * Tk * d, dV + n * Tk * dv);
+        short_backward_row(z, n, row(Q, n, H), row(K, n, H), row(V, n, H), row(O, n, H), L + n * Tq,
+                           row(dO, n, H), mask, scale, row(dQ, n, H), row(dK, n, H), row(dV, n, H));
     });
     return;
   }
   // One thread per (batch x head) row: each owns its dK and dV, so no two threads write one block.
   const int64_t block_q = std::min<int64_t>(kBlockQ, Tq), block_k = std::min<int64_t>(kBlockK, Tk);
-  for_each_rows(N, Tq, Tk, d, [&](int64_t begin, int64_t end) {
+  for_each_rows(z, [&](int64_t begin, int64_t end) {
     std::vector<float> s(block_q * block_k), dp(block_q * block_k), D(Tq);
     for (int64_t n = begin; n < end; ++n) {
+      const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H), On = row(O, n, H),
+                 dOn = row(dO, n, H);
+      const auto dQn = row(dQ, n, H), dKn = row(dK, n, H), dVn = row(dV, n, H);
       for (int64_t i = 0; i < Tq; ++i) {  // D_i = dO_i · O_i
         float acc = 0;
-        for (int c = 0; c < dv; ++c) acc += dO[(n * Tq + i) * dv + c] * O[(n * Tq + i) * dv + c];
+        for (int c = 0; c < dv; ++c) acc += dOn.at(i)[c] * On.at(i)[c];
         D[i] = acc;
       }
       // Each operand packed once for the row, in the layout its product reads, scaled where the
       // product is.
-      const float *Kn = K + n * Tk * d, *Vn = V + n * Tk * dv, *Qn = Q + n * Tq * d,
-                  *dOn = dO + n * Tq * dv;
-      const auto scaled_kt = Panels<float>::transposed(Kn, Tk, d, d, {scale});  // S = Q (s K)ᵀ
-      const auto vt = Panels<float>::transposed(Vn, Tk, dv, dv);                // dP = dO Vᵀ
-      const auto scaled_k = Panels<float>::plain(Kn, Tk, d, d, {scale});        // dQ = dS (s K)
-      const auto scaled_q = Panels<float>::plain(Qn, Tq, d, d, {scale});        // dK = dSᵀ (s Q)
-      const auto dop = Panels<float>::plain(dOn, Tq, dv, dv);                   // dV = Pᵀ dO
+      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});  // S
+      const auto vt = Panels<float>::transposed(Vn.data, Tk, dv, Vn.ld);           // dP = dO Vᵀ
+      const auto scaled_k = Panels<float>::plain(Kn.data, Tk, d, Kn.ld, {scale});  // dQ = dS sK
+      const auto scaled_q = Panels<float>::plain(Qn.data, Tq, d, Qn.ld, {scale});  // dK = dSᵀ sQ
+      const auto dop = Panels<float>::plain(dOn.data, Tq, dv, dOn.ld);             // dV = Pᵀ dO
       for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
         const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
         for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
           const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
-          const float* q_blk = Qn + i0 * d;
-          const float* do_blk = dOn + i0 * dv;
-          block_scores(q_blk, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
+          block_scores(Qn.at(i0), Qn.ld, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
           for (int i = 0; i < bq; ++i) {  // P = exp(S - lse), in place
             const float lse_i = L[n * Tq + i0 + i];
             float* row = s.data() + i * bk;
@@ -250,20 +284,20 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
               exp_shift(row, row, bk, lse_i);
           }
           // dV += Pᵀ dO (Pᵀ read in place) ; dP = dO Vᵀ
-          dop.multiply_block(s.data(), bk, /*ldx=*/1, dV + (n * Tk + j0) * dv, /*ldy=*/dv,
+          dop.multiply_block(s.data(), bk, /*ldx=*/1, dVn.at(j0), /*ldy=*/dVn.ld,
                              /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
                              /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/dv);
-          vt.multiply_block(do_blk, bq, /*ldx=*/dv, dp.data(), /*ldy=*/bk, /*accumulate=*/false,
-                            /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv, /*col_begin=*/j0,
-                            /*col_end=*/j0 + bk);
+          vt.multiply_block(dOn.at(i0), bq, /*ldx=*/dOn.ld, dp.data(), /*ldy=*/bk,
+                            /*accumulate=*/false, /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv,
+                            /*col_begin=*/j0, /*col_end=*/j0 + bk);
           for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
             for (int j = 0; j < bk; ++j)
               dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
           // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
-          scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQ + (n * Tq + i0) * d, /*ldy=*/d,
+          scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQn.at(i0), /*ldy=*/dQn.ld,
                                   /*accumulate=*/true, /*kstride=*/1, /*k_begin=*/j0,
                                   /*k_end=*/j0 + bk, /*col_begin=*/0, /*col_end=*/d);
-          scaled_q.multiply_block(dp.data(), bk, /*ldx=*/1, dK + (n * Tk + j0) * d, /*ldy=*/d,
+          scaled_q.multiply_block(dp.data(), bk, /*ldx=*/1, dKn.at(j0), /*ldy=*/dKn.ld,
                                   /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
                                   /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/d);
         }
@@ -272,40 +306,96 @@ void backward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   });
 }
 
+// Where Q, K and V come from: up to three [B, T, C] tensors and a column in each. `k` undefined:
+// keys from `q`'s tensor; `v` undefined: values from `k`'s (so self-attention's one [B, T, 3E]
+// projection is one input, and one gradient).
+struct Layout {
+  int64_t heads, q_col, k_col, v_col, d, dv;
+};
+
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
-  // The mask travels as an optional (an undefined tensor cannot be an autograd input).
+  // k, v and the mask travel as optionals (an undefined tensor cannot be an autograd input).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
-                            const at::Tensor& k, const at::Tensor& v,
-                            c10::optional<at::Tensor> maybe_mask, double scale) {
+                            c10::optional<at::Tensor> maybe_k, c10::optional<at::Tensor> maybe_v,
+                            c10::optional<at::Tensor> maybe_mask, double scale,
+                            std::vector<int64_t> layout) {
     RECORD_FUNCTION("attnkit::fused_attention", std::vector<c10::IValue>());
+    const Layout l{layout[0], layout[1], layout[2], layout[3], layout[4], layout[5]};
+    const at::Tensor k = maybe_k.value_or(at::Tensor()), v = maybe_v.value_or(at::Tensor());
+    const auto& kt = k.defined() ? k : q;
+    const auto& vt = v.defined() ? v : kt;
     const at::Tensor mask = maybe_mask.value_or(at::Tensor());
-    auto out = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
-    auto lse = at::empty({q.size(0), q.size(1)}, q.options());
-    forward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)),
-                   static_cast<float>(scale), out, lse);
+    const int64_t B = q.size(0);
+    const Sizes z{B * l.heads,           l.heads, q.size(1), kt.size(1), static_cast<int>(l.d),
+                  static_cast<int>(l.dv)};
+    auto out = at::empty({B, z.Tq, l.heads * l.dv}, q.options());
+    auto lse = at::empty({z.N, z.Tq}, q.options());
+    forward_kernel(z, rows_of<const float>(q, l.q_col, l.d), rows_of<const float>(kt, l.k_col, l.d),
+                   rows_of<const float>(vt, l.v_col, l.dv), mask_view(mask, B, l.heads, z.Tq, z.Tk),
+                   static_cast<float>(scale), rows_of<float>(out, 0, l.dv), lse.data_ptr<float>());
     ctx->save_for_backward({q, k, v, out, lse});
     if (mask.defined()) ctx->saved_data["mask"] = mask;
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["layout"] = layout;
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const auto& q = saved[0];
-    const auto& k = saved[1];
-    const auto& v = saved[2];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const auto layout = ctx->saved_data["layout"].toIntVector();
+    const Layout l{layout[0], layout[1], layout[2], layout[3], layout[4], layout[5]};
     const at::Tensor mask =
         ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
     const double scale = ctx->saved_data["scale"].toDouble();
-    auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-    backward_kernel(q, k, v, mask_view(mask, q.size(0), q.size(1), k.size(1)),
-                    static_cast<float>(scale), saved[3], saved[4], grads[0].contiguous(), dq, dk,
-                    dv);
-    return {dq, dk, dv, at::Tensor(), at::Tensor()};
+    const auto& kt = k.defined() ? k : q;
+    const auto& vt = v.defined() ? v : kt;
+    // One gradient per input tensor, each zero where no operand lies.
+    auto dq = at::zeros_like(q);
+    at::Tensor dk = k.defined() ? at::zeros_like(k) : at::Tensor();
+    at::Tensor dv = v.defined() ? at::zeros_like(v) : at::Tensor();
+    const auto& dkt = dk.defined() ? dk : dq;
+    const auto& dvt = dv.defined() ? dv : dkt;
+    const auto g = grads[0].contiguous();
+    const int64_t B = q.size(0);
+    const Sizes z{B * l.heads,           l.heads, q.size(1), kt.size(1), static_cast<int>(l.d),
+                  static_cast<int>(l.dv)};
+    backward_kernel(z, rows_of<const float>(q, l.q_col, l.d),
+                    rows_of<const float>(kt, l.k_col, l.d), rows_of<const float>(vt, l.v_col, l.dv),
+                    rows_of<const float>(out, 0, l.dv), lse.data_ptr<float>(),
+                    rows_of<const float>(g, 0, l.dv), mask_view(mask, B, l.heads, z.Tq, z.Tk),
+                    static_cast<float>(scale), rows_of<float>(dq, l.q_col, l.d),
+                    rows_of<float>(dkt, l.k_col, l.d), rows_of<float>(dvt, l.v_col, l.dv));
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+at::Tensor checked_mask(const at::Tensor& mask, int64_t batch, int64_t tq, int64_t tk,
+                        const char* where) {
+  if (!mask.defined()) return {};
+  TORCH_CHECK(mask.dim() == 3, where, ": the mask must be 3-D, got ", mask.sizes());
+  auto m = mask.to(at::kBool).contiguous();
+  m.expand({batch, tq, tk});  // validates the broadcast
+  return m;
+}
+
+void check_float(const at::Tensor& x, const char* where) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.device().is_cpu(), where,
+              ": float32 CPU tensors only (use functional::scaled_dot_product_attention "
+              "otherwise)");
+}
+
+at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const at::Tensor& mask, double scale, const Layout& l) {
+  auto optional = [](const at::Tensor& x) {
+    return x.defined() ? c10::optional<at::Tensor>(x) : c10::nullopt;
+  };
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(l.d));
+  return FusedAttention::apply(q, optional(k), optional(v), optional(mask), s,
+                               std::vector<int64_t>{l.heads, l.q_col, l.k_col, l.v_col, l.d, l.dv});
+}
 
 }  // namespace
 
@@ -318,20 +408,33 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
                   k.size(1) == v.size(1),
               "fused_attention: Q ", q.sizes(), ", K ", k.sizes(), " and V ", v.sizes(),
               " disagree (need Q [N, Tq, d], K [N, Tk, d], V [N, Tk, dv])");
-  TORCH_CHECK(
-      q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
-          v.scalar_type() == at::kFloat,
-      "fused_attention: float32 only (use functional::scaled_dot_product_attention otherwise)");
-  at::Tensor m;
-  if (mask.defined()) {
-    TORCH_CHECK(mask.dim() == 3, "fused_attention: the mask must be 3-D, got ", mask.sizes());
-    m = mask.to(at::kBool).contiguous();
-    m.expand({q.size(0), q.size(1), k.size(1)});  // validates the broadcast
-  }
-  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-  c10::optional<at::Tensor> maybe_mask;
-  if (m.defined()) maybe_mask = m;
-  return FusedAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), maybe_mask, s);
+  for (const auto& x : {q, k, v}) check_float(x, "fused_attention");
+  const auto m = checked_mask(mask, q.size(0), q.size(1), k.size(1), "fused_attention");
+  return run(q.contiguous(), k.contiguous(), v.contiguous(), m, scale,
+             {/*heads=*/1, /*q_col=*/0, /*k_col=*/0, /*v_col=*/0, q.size(2), v.size(2)});
+}
+
+at::Tensor fused_multihead_attention(const at::Tensor& q, const at::Tensor& kv, int64_t heads,
+                                     const at::Tensor& mask, double scale) {
+  const bool self = !kv.defined();
+  const auto& keys = self ? q : kv;
+  TORCH_CHECK(heads > 0 && q.dim() == 3 && keys.dim() == 3 && q.size(0) == keys.size(0),
+              "fused_multihead_attention: ", self ? "QKV " : "Q ", q.sizes(), self ? "" : ", KV ",
+              self ? c10::IntArrayRef{} : kv.sizes(),
+              " must be [B, T, C] with one batch, and heads positive");
+  const int64_t e = self ? q.size(2) / 3 : q.size(2);
+  TORCH_CHECK(e % heads == 0 && (self ? q.size(2) == 3 * e : kv.size(2) == 2 * e),
+              "fused_multihead_attention: ",
+              self ? "QKV must be [B, T, 3E]" : "Q must be [B, Tq, E] and KV [B, Tk, 2E]",
+              " with heads (", heads, ") dividing E; got ", self ? "QKV " : "Q ", q.sizes(),
+              self ? "" : ", KV ", self ? c10::IntArrayRef{} : kv.sizes());
+  check_float(q, "fused_multihead_attention");
+  if (!self) check_float(kv, "fused_multihead_attention");
+  const auto m =
+      checked_mask(mask, q.size(0), q.size(1), keys.size(1), "fused_multihead_attention");
+  const int64_t d = e / heads;
+  return run(q.contiguous(), self ? at::Tensor() : kv.contiguous(), at::Tensor(), m, scale,
+             {heads, /*q_col=*/0, /*k_col=*/self ? e : 0, /*v_col=*/self ? 2 * e : e, d, d});
 }
 
 }  // namespace attnkit::kernels

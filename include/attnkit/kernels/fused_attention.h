@@ -19,4 +19,18 @@ namespace attnkit::kernels {
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask = {}, double scale = -1);
 
+// Multi-head attention straight from the projections, with no head split or merged in memory
+// (in the profile of a Transformer training step, the head reshapes' copies and the gradients of
+// their selects took 7 %): each head reads its columns where the in-projection wrote them, and
+// writes its output where the out-projection reads it. Self-attention: q is the one [B, T, 3E]
+// projection (queries, keys, values side by side, as MultiheadAttention's in_proj_weight makes
+// them) and kv undefined. Cross-attention: q [B, Tq, E] and kv [B, Tk, 2E] (keys, then values).
+// `heads` divides E; mask (optional) bool, broadcastable to [B, Tq, Tk], true = attend, shared by
+// the heads. Returns [B, Tq, E], head h in columns h E/H ..; differentiable in q and kv, whose
+// gradients come in the same layout. The same kernel as fused_attention, row for row
+// (tests/test_fused_attention.cpp holds it to the composite and to fused_attention on split
+// heads).
+at::Tensor fused_multihead_attention(const at::Tensor& q, const at::Tensor& kv, int64_t heads,
+                                     const at::Tensor& mask = {}, double scale = -1);
+
 }  // namespace attnkit::kernels
