@@ -5,8 +5,12 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
+
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/matmul.h"
+#include "kernels/simd.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -60,6 +64,26 @@ TEST(CpuIsa, EachIsaComputesTheSameProductAndTheScopeRestores) {
     EXPECT_TRUE(testing::close(out, expected, 1e-4, 1e-4)) << kernels::to_string(isa);
   }
   EXPECT_EQ(kernels::cpu_isa(), before);
+}
+
+// The AVX-512 exponentials (the attention kernel's, the loss's, the searches' log-softmax) are the
+// AVX2 ones lane for lane and sum in the AVX2 loop's order: the same bits, values and sum, at
+// every length's tail, with -inf (masked) scores and underflowing ones.
+TEST(CpuIsa, Avx512ExponentialsHaveTheAvx2Bits) {
+  if (!kernels::cpu_supports(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  at::manual_seed(4);
+  for (int n : {0, 1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 100, 2767}) {
+    auto s = at::randn({n}) * 30;  // down to -90 and beyond: exp underflows to exactly 0
+    if (n > 3) s[2] = -std::numeric_limits<float>::infinity();
+    const float m = n ? s.max().item<float>() : 0.f;
+    auto p2 = at::empty({n}), p512 = at::empty({n});
+    const float sum2 =
+        kernels::simd::exp_shift_avx2(s.data_ptr<float>(), p2.data_ptr<float>(), n, m);
+    const float sum512 =
+        kernels::simd::exp_shift_avx512(s.data_ptr<float>(), p512.data_ptr<float>(), n, m);
+    EXPECT_TRUE(at::equal(p2, p512)) << n;
+    EXPECT_EQ(std::memcmp(&sum2, &sum512, sizeof(float)), 0) << n << ": " << sum2 << " " << sum512;
+  }
 }
 
 }  // namespace

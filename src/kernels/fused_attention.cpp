@@ -291,8 +291,7 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
                             /*accumulate=*/false, /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv,
                             /*col_begin=*/j0, /*col_end=*/j0 + bk);
           for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
-            for (int j = 0; j < bk; ++j)
-              dp[i * bk + j] = s[i * bk + j] * (dp[i * bk + j] - D[i0 + i]);
+            simd::mul_sub(s.data() + i * bk, dp.data() + i * bk, D[i0 + i], bk);
           // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
           scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQn.at(i0), /*ldy=*/dQn.ld,
                                   /*accumulate=*/true, /*kstride=*/1, /*k_begin=*/j0,
