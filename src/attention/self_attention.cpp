@@ -81,7 +81,7 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
                   : kernels::linear(merged, out_proj->weight, out_proj->bias);
   };
   const bool self = query.is_same(key) && key.is_same(value);
-  if (fused && (self || key.is_same(value))) {
+  if (fused && key.is_same(value)) {
     // The fused kernel on the projections as they come out of their products (keys and values
     // of a cross-attention in one product): no [Tq, Tk] weights kept for the backward pass, and
     // no head split or merged in memory.
@@ -90,11 +90,13 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
                         : kernels::linear(query, in_proj_weight, in_proj_bias);  // [B, T, 3E]
       return {out_proj_of(kernels::fused_multihead_attention(qkv, {}, heads, mask3)), {}};
     }
-    auto w = in_proj_weight.chunk(3);
-    auto b = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, e) : at::Tensor();
-    auto kv_b = in_proj_bias.defined() ? in_proj_bias.narrow(0, e, 2 * e) : at::Tensor();
-    auto q = kernels::linear(query, w[0], b);                                  // [B, Tq, E]
-    auto kv = kernels::linear(key, in_proj_weight.narrow(0, e, 2 * e), kv_b);  // [B, Tk, 2E]
+    // Rows [0, E) of the in-projection make the queries, rows [E, 3E) the keys and values.
+    auto rows = [&](const at::Tensor& t, int64_t first, int64_t count) {
+      return t.defined() ? t.narrow(0, first, count) : at::Tensor();
+    };
+    auto q = kernels::linear(query, rows(in_proj_weight, 0, e), rows(in_proj_bias, 0, e));
+    auto kv = kernels::linear(key, rows(in_proj_weight, e, 2 * e),
+                              rows(in_proj_bias, e, 2 * e));  // [B, Tk, 2E]
     return {out_proj_of(kernels::fused_multihead_attention(q, kv, heads, mask3)), {}};
   }
 
