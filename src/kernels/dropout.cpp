@@ -29,13 +29,20 @@ struct Key {
       : lo(static_cast<uint32_t>(seed)), hi(static_cast<uint32_t>(seed >> 32)) {}
 };
 
+// The hash's constants, for the scalar, AVX2 and AVX-512 bodies alike: each width writes the same
+// steps with its own instructions (GCC inlines intrinsics only into a function built for their
+// ISA, so the bodies cannot be one template), and DropoutKernel's tests hold the vector masks to
+// the scalar (double) ones under every ISA.
+constexpr uint32_t kGolden = 0x9e3779b9u, kMul1 = 0x7feb352du, kMul2 = 0x846ca68bu;
+constexpr unsigned kShift1 = 16, kShift2 = 15, kShift3 = 16;
+
 inline uint32_t draw(uint32_t i, Key k) {
-  uint32_t x = (i * 0x9e3779b9u + k.lo) ^ k.hi;
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  return x ^ (x >> 16);
+  uint32_t x = (i * kGolden + k.lo) ^ k.hi;
+  x ^= x >> kShift1;
+  x *= kMul1;
+  x ^= x >> kShift2;
+  x *= kMul2;
+  return x ^ (x >> kShift3);
 }
 
 // One call's mask: element i is kept where its draw >= threshold (p * 2^32), and kept elements
@@ -58,10 +65,11 @@ void apply_mask_scalar(const T* in, T* out, int64_t from, int64_t to, const Mask
 
 __attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float* out, int64_t from,
                                                          int64_t to, const Mask& m, float scale) {
-  const __m256i step = _mm256_set1_epi32(8), golden = _mm256_set1_epi32(0x9e3779b9),
+  const __m256i step = _mm256_set1_epi32(8), golden = _mm256_set1_epi32(static_cast<int>(kGolden)),
                 lo = _mm256_set1_epi32(static_cast<int>(m.key.lo)),
                 hi = _mm256_set1_epi32(static_cast<int>(m.key.hi)),
-                m1 = _mm256_set1_epi32(0x7feb352d), m2 = _mm256_set1_epi32(0x846ca68b),
+                m1 = _mm256_set1_epi32(static_cast<int>(kMul1)),
+                m2 = _mm256_set1_epi32(static_cast<int>(kMul2)),
                 // unsigned x >= t as signed (x ^ 2^31) >= (t ^ 2^31), i.e. not (t' > x')
       flip = _mm256_set1_epi32(INT32_MIN),
                 t = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(m.threshold)), flip);
@@ -71,11 +79,11 @@ __attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float*
   int64_t i = from;
   for (; i + 8 <= to; i += 8, idx = _mm256_add_epi32(idx, step)) {
     __m256i x = _mm256_xor_si256(_mm256_add_epi32(_mm256_mullo_epi32(idx, golden), lo), hi);
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, kShift1));
     x = _mm256_mullo_epi32(x, m1);
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, kShift2));
     x = _mm256_mullo_epi32(x, m2);
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, kShift3));
     __m256 dropped = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t, _mm256_xor_si256(x, flip)));
     const __m256 v = _mm256_loadu_ps(in + i);
     if (m.relu) dropped = _mm256_or_ps(dropped, _mm256_cmp_ps(v, zero, _CMP_LE_OQ));
@@ -92,10 +100,11 @@ __attribute__((target("avx512f"))) inline __m512i shift(__m512i x, unsigned n) {
 
 __attribute__((target("avx512f"))) void apply_mask_avx512(const float* in, float* out, int64_t from,
                                                           int64_t to, const Mask& m, float scale) {
-  const __m512i step = _mm512_set1_epi32(16), golden = _mm512_set1_epi32(0x9e3779b9),
+  const __m512i step = _mm512_set1_epi32(16), golden = _mm512_set1_epi32(static_cast<int>(kGolden)),
                 lo = _mm512_set1_epi32(static_cast<int>(m.key.lo)),
                 hi = _mm512_set1_epi32(static_cast<int>(m.key.hi)),
-                m1 = _mm512_set1_epi32(0x7feb352d), m2 = _mm512_set1_epi32(0x846ca68b),
+                m1 = _mm512_set1_epi32(static_cast<int>(kMul1)),
+                m2 = _mm512_set1_epi32(static_cast<int>(kMul2)),
                 t = _mm512_set1_epi32(static_cast<int>(m.threshold));
   const __m512 vs = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
   __m512i idx =
@@ -104,11 +113,11 @@ __attribute__((target("avx512f"))) void apply_mask_avx512(const float* in, float
   int64_t i = from;
   for (; i + 16 <= to; i += 16, idx = _mm512_add_epi32(idx, step)) {
     __m512i x = _mm512_xor_si512(_mm512_add_epi32(_mm512_mullo_epi32(idx, golden), lo), hi);
-    x = _mm512_xor_si512(x, shift(x, 16));
+    x = _mm512_xor_si512(x, shift(x, kShift1));
     x = _mm512_mullo_epi32(x, m1);
-    x = _mm512_xor_si512(x, shift(x, 15));
+    x = _mm512_xor_si512(x, shift(x, kShift2));
     x = _mm512_mullo_epi32(x, m2);
-    x = _mm512_xor_si512(x, shift(x, 16));
+    x = _mm512_xor_si512(x, shift(x, kShift3));
     __mmask16 kept = _mm512_cmpge_epu32_mask(x, t);
     const __m512 v = _mm512_loadu_ps(in + i);
     if (m.relu) kept &= _mm512_cmp_ps_mask(v, zero, _CMP_NLE_UQ);

@@ -21,22 +21,32 @@ namespace attnkit::kernels::simd {
 // Whether the AVX2 + FMA loops may run (every ISA above Scalar has them).
 inline bool use_avx2() { return cpu_isa() != Isa::Scalar; }
 
+// The constants of exp256 and exp512, in one place: the two bodies are the same operations at two
+// register widths (a body cannot be shared: GCC inlines intrinsics only into a function built for
+// their ISA, and a template built for AVX-512 may emit AVX-512 instructions into the AVX2 path),
+// and CpuIsa.Avx512ExponentialsHaveTheAvx2Bits holds them to the same bits.
+namespace exp_poly {
+constexpr float kHi = 88.3762626647949f, kLo = -87.3f;  // the clamp; below kLo: exactly 0
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 in two parts
+// Cephes' polynomial, highest degree first (Horner).
+constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_poly
+
 // exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below -87.3
 // (including -inf) give exactly 0.
 __attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3f);
+  using namespace exp_poly;
+  const __m256 hi = _mm256_set1_ps(kHi), lo = _mm256_set1_ps(kLo);
   const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
-  fx = _mm256_floor_ps(fx);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), _mm256_set1_ps(0.5f)));
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Hi), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Lo), x);
+  __m256 y = _mm256_set1_ps(kP[0]);
+#pragma GCC unroll 8
+  for (int c = 1; c < 6; ++c) y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(kP[c]));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
   const __m256i n =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
@@ -47,20 +57,19 @@ __attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
 // forms of min, max, floor and the conversion: GCC 12's plain forms warn of an uninitialised
 // operand of their own.
 __attribute__((target("avx512f"))) inline __m512 exp512(__m512 x) {
+  using namespace exp_poly;
   constexpr __mmask16 all = 0xffff;
-  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3f);
+  const __m512 hi = _mm512_set1_ps(kHi), lo = _mm512_set1_ps(kLo);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x, lo), hi);
-  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
-  fx = _mm512_maskz_roundscale_ps(all, fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 fx = _mm512_maskz_roundscale_ps(
+      all, _mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Hi), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Lo), x);
+  __m512 y = _mm512_set1_ps(kP[0]);
+#pragma GCC unroll 8
+  for (int c = 1; c < 6; ++c) y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(kP[c]));
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
   const __m512i n = _mm512_maskz_slli_epi32(
       all, _mm512_add_epi32(_mm512_maskz_cvttps_epi32(all, fx), _mm512_set1_epi32(127)), 23);
