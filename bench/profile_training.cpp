@@ -64,12 +64,12 @@ Profiled transformer() {
   attnkit::transformer::TransformerModel model(
       attnkit::transformer::TransformerOptions(V_src, V_tgt));
   return {model->parameters(), [model](const Batch& b) mutable {
-            auto features = model->decode(b.target_in, model->encode(b.source, b.lengths));
-            const auto rows = b.real.reshape(-1).nonzero().squeeze(1);
-            features = features.reshape({-1, features.size(-1)}).index_select(0, rows);
+            const auto ragged = attnkit::kernels::Ragged::from_mask(b.real);
+            auto features = model->decode(b.target_in, model->encode(b.source, b.lengths),
+                                          /*maps=*/nullptr, &ragged);
             return attnkit::train::projected_loss(
                 features, model->output_weight(), model->output_bias(),
-                b.target_out.reshape(-1).index_select(0, rows), 0.1);
+                attnkit::kernels::unpad(b.target_out, ragged), 0.1);
           }};
 }
 

@@ -1,7 +1,8 @@
 // The fused kernels of a training step besides the GRU: the attention context and the
 // label-smoothed loss, each against its composite reference and finite differences; and
 // gradient clipping against torch::nn::utils::clip_grad_norm_. Also the few-row inference
-// product against at::linear, and the fused Adam against torch::optim::Adam.
+// product against at::linear, and the fused Adam against torch::optim::Adam; padded batches to
+// their real rows and back.
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -17,6 +18,7 @@
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/masked_softmax.h"
+#include "attnkit/kernels/ragged.h"
 #include "attnkit/train/step.h"
 #include "testing.h"
 
@@ -359,6 +361,42 @@ TEST(MaskedSoftmaxKernel, MatchesTheCompositeAndFiniteDifferences) {
   EXPECT_TRUE(gradcheck(
       [&] { return testing::projection_loss(kernels::masked_softmax(xd, keep), weights, 3); },
       {xd}));
+}
+
+// unpad keeps the rows of mask.nonzero() in order, pad puts them back with zeros on the padding,
+// and each is the other's gradient: an empty sequence, a full one, a trailing feature shape.
+TEST(RaggedRows, UnpadIsIndexSelectAndPadItsGradient) {
+  at::manual_seed(21);
+  const auto lengths = at::tensor({3, 0, 5, 1}, at::kLong);
+  const auto mask = at::arange(5, at::kLong).unsqueeze(0) < lengths.unsqueeze(1);  // [4, 5]
+  const auto ragged = kernels::Ragged::from_mask(mask);
+  EXPECT_EQ(ragged.lengths, (std::vector<int64_t>{3, 0, 5, 1}));
+  EXPECT_EQ(ragged.rows(), 9);
+  const auto x = at::randn({4, 5, 2, 3}, at::kDouble);
+  const auto rows = mask.reshape(-1).nonzero().squeeze(1);
+  const auto real = x.reshape({20, 2, 3}).index_select(0, rows);
+  EXPECT_TRUE(at::equal(kernels::unpad(x, ragged), real));
+  EXPECT_TRUE(at::equal(kernels::unpad(x.transpose(2, 3).contiguous().transpose(2, 3), ragged),
+                        real));  // any strides
+  const auto padded = kernels::pad(real, ragged);
+  EXPECT_TRUE(at::equal(padded, x * mask.view({4, 5, 1, 1})));
+  // Integer tensors too (the targets of a batch).
+  const auto tokens = at::randint(1, 9, {4, 5}, at::kLong);
+  EXPECT_TRUE(at::equal(kernels::unpad(tokens, ragged), tokens.reshape(-1).index_select(0, rows)));
+
+  const auto r_real = at::randn_like(real), r_padded = at::randn_like(x);
+  auto xd = x.clone().requires_grad_();
+  EXPECT_TRUE(gradcheck([&] { return (kernels::unpad(xd, ragged) * r_real).sum(); }, {xd}));
+  auto rd = real.clone().requires_grad_();
+  EXPECT_TRUE(gradcheck([&] { return (kernels::pad(rd, ragged) * r_padded).sum(); }, {rd}));
+}
+
+TEST(RaggedRows, RefusesAMaskThatIsNotAPrefixAndShapesThatDoNotFit) {
+  const auto holes = at::tensor({1, 0, 1}, at::kLong).eq(1).view({1, 3});
+  EXPECT_THROW(kernels::Ragged::from_mask(holes), c10::Error);
+  const auto ragged = kernels::Ragged::from_mask(at::ones({2, 3}, at::kBool));
+  EXPECT_THROW(kernels::unpad(at::zeros({2, 4, 1}), ragged), c10::Error);
+  EXPECT_THROW(kernels::pad(at::zeros({5, 1}), ragged), c10::Error);
 }
 
 }  // namespace

@@ -122,6 +122,46 @@ TEST(TransformerModel, LogitsAndEveryGradientMatchTheReferenceModel) {
     EXPECT_TRUE(close(p.value().grad(), get("grad." + p.key()))) << p.key();
 }
 
+// Training's decoder on the real target positions only (kernels/ragged.h) gives the padded
+// pass's real rows and the same gradient for every parameter: pre- and post-norm, float32 on
+// the fused attention and double on the composite, empty and full sequences.
+TEST(TransformerModel, RaggedDecodingEqualsThePaddedPassOnTheRealRows) {
+  for (auto dtype : {at::kFloat, at::kDouble})
+    for (bool norm_first : {true, false}) {
+      SCOPED_TRACE(std::string(dtype == at::kFloat ? "float" : "double") +
+                   (norm_first ? " pre-norm" : " post-norm"));
+      at::manual_seed(9);
+      TransformerModel model(tiny(norm_first));
+      model->to(dtype);
+      model->train();
+      auto source = at::randint(4, 11, {4, 6}, at::kLong);
+      const auto lengths = at::tensor({6, 3, 5, 2}, at::kLong);
+      source.masked_fill_(padding_mask(lengths, 6).squeeze(1).logical_not(), 0);
+      const auto target = at::randint(4, 13, {4, 7}, at::kLong);
+      const auto real =
+          at::arange(7, at::kLong).unsqueeze(0) < at::tensor({7, 1, 4, 0}, at::kLong).unsqueeze(1);
+      const auto ragged = kernels::Ragged::from_mask(real);
+      const auto r = at::randn({ragged.rows(), 8}, at::TensorOptions(dtype));
+      std::vector<at::Tensor> features, grads;
+      for (bool skip_padding : {false, true}) {
+        model->zero_grad();
+        const auto encoded = model->encode(source, lengths);
+        auto f = skip_padding ? model->decode(target, encoded, nullptr, &ragged)
+                              : model->decode(target, encoded)
+                                    .reshape({-1, 8})
+                                    .index_select(0, real.reshape(-1).nonzero().squeeze(1));
+        (f * r).sum().backward();
+        features.push_back(f.detach());
+        for (const auto& p : model->parameters())  // the output bias has none: no projection
+          grads.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+      }
+      EXPECT_TRUE(close(features[1], features[0]));
+      const size_t n = grads.size() / 2;
+      for (size_t i = 0; i < n; ++i)
+        EXPECT_TRUE(close(grads[n + i], grads[i])) << "parameter " << i;
+    }
+}
+
 // Incremental decoding (cached keys and values, one position a step) gives the logits of the
 // full causal pass at every position, for a batch with padding, pre- and post-norm, ReLU and
 // GELU: the fused step, the composite step on packed weights and the reference products.

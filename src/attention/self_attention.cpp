@@ -59,6 +59,24 @@ PackedProjections MultiheadAttentionImpl::pack(kernels::ComputeType type) {
           kernels::PackedLinear(out_proj->weight, out_proj->bias, type)};
 }
 
+// Rows [0, E) of the in-projection make the queries, rows [E, 3E) the keys and values.
+namespace {
+at::Tensor weight_rows(const at::Tensor& t, int64_t first, int64_t count) {
+  return t.defined() ? t.narrow(0, first, count) : at::Tensor();
+}
+}  // namespace
+
+at::Tensor MultiheadAttentionImpl::project_queries(const at::Tensor& x) {
+  const int64_t e = options.embed_dim();
+  return kernels::linear(x, weight_rows(in_proj_weight, 0, e), weight_rows(in_proj_bias, 0, e));
+}
+
+at::Tensor MultiheadAttentionImpl::project_keys_values(const at::Tensor& x) {
+  const int64_t e = options.embed_dim();
+  return kernels::linear(x, weight_rows(in_proj_weight, e, 2 * e),
+                         weight_rows(in_proj_bias, e, 2 * e));
+}
+
 MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,
                                                 const at::Tensor& value, const at::Tensor& mask,
                                                 bool need_weights,
@@ -90,13 +108,8 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
                         : kernels::linear(query, in_proj_weight, in_proj_bias);  // [B, T, 3E]
       return {out_proj_of(kernels::fused_multihead_attention(qkv, {}, heads, mask3)), {}};
     }
-    // Rows [0, E) of the in-projection make the queries, rows [E, 3E) the keys and values.
-    auto rows = [&](const at::Tensor& t, int64_t first, int64_t count) {
-      return t.defined() ? t.narrow(0, first, count) : at::Tensor();
-    };
-    auto q = kernels::linear(query, rows(in_proj_weight, 0, e), rows(in_proj_bias, 0, e));
-    auto kv = kernels::linear(key, rows(in_proj_weight, e, 2 * e),
-                              rows(in_proj_bias, e, 2 * e));  // [B, Tk, 2E]
+    auto q = project_queries(query);
+    auto kv = project_keys_values(key);  // [B, Tk, 2E]
     return {out_proj_of(kernels::fused_multihead_attention(q, kv, heads, mask3)), {}};
   }
 
@@ -142,6 +155,40 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
   }
   auto merged = heads_out.transpose(1, 2).reshape({batch, tq, e});  // [B, Tq, E]
   return {out_proj_of(merged), weights};
+}
+
+at::Tensor MultiheadAttentionImpl::forward_ragged(const at::Tensor& query,
+                                                  const kernels::Ragged& ragged,
+                                                  const at::Tensor& key_value,
+                                                  const at::Tensor& mask) {
+  const int64_t e = options.embed_dim(), heads = options.num_heads();
+  const int64_t batch = static_cast<int64_t>(ragged.lengths.size()), tq = ragged.length;
+  TORCH_CHECK(query.dim() == 2 && query.size(0) == ragged.rows() && query.size(1) == e,
+              "MultiheadAttention: ragged query must be [", ragged.rows(), ", ", e,
+              "] but has shape ", query.sizes());
+  const bool self = !key_value.defined();
+  const bool fused = !(is_training() && options.dropout() > 0) &&
+                     query.scalar_type() == at::kFloat && query.device().is_cpu();
+  if (!fused) {  // the padded path, then its real rows
+    const auto padded = kernels::pad(query, ragged);
+    const auto& kv = self ? padded : key_value;
+    return kernels::unpad(forward(padded, kv, kv, mask, /*need_weights=*/false).output, ragged);
+  }
+  const int64_t tk = self ? tq : key_value.size(1);
+  TORCH_CHECK(
+      self || (key_value.dim() == 3 && key_value.size(0) == batch && key_value.size(2) == e),
+      "MultiheadAttention: key/value must be [", batch, ", Tk, ", e, "] but has shape ",
+      key_value.sizes());
+  const auto mask3 = check_mask(mask, batch, tq, tk, "MultiheadAttention");
+  at::Tensor heads_out;  // [B, Tq, E]
+  if (self) {
+    const auto qkv = kernels::linear(query, in_proj_weight, in_proj_bias);  // [R, 3E]
+    heads_out = kernels::fused_multihead_attention(kernels::pad(qkv, ragged), {}, heads, mask3);
+  } else {
+    heads_out = kernels::fused_multihead_attention(kernels::pad(project_queries(query), ragged),
+                                                   project_keys_values(key_value), heads, mask3);
+  }
+  return kernels::linear(kernels::unpad(heads_out, ragged), out_proj->weight, out_proj->bias);
 }
 
 }  // namespace attnkit

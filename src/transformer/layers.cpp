@@ -74,6 +74,13 @@ at::Tensor attention_block(MultiheadAttention& attn, const at::Tensor& q, const 
   return residual_dropout(out.output, o, training);
 }
 
+// The same on the real rows of a batch: query [R, D]; kv undefined for self-attention.
+at::Tensor ragged_attention_block(MultiheadAttention& attn, const at::Tensor& q,
+                                  const kernels::Ragged& ragged, const at::Tensor& kv,
+                                  const at::Tensor& mask, const LayerOptions& o, bool training) {
+  return residual_dropout(attn->forward_ragged(q, ragged, kv, mask), o, training);
+}
+
 void check_width(const at::Tensor& x, int64_t d_model, const char* where) {
   TORCH_CHECK(x.dim() >= 2 && x.size(-1) == d_model, where, ": input must be [..., ", d_model,
               "] but has shape ", x.sizes());
@@ -142,14 +149,22 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(LayerOptions options_)
 at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& memory,
                                                 const at::Tensor& self_mask,
                                                 const at::Tensor& memory_mask,
-                                                LayerAttention* weights) {
+                                                LayerAttention* weights,
+                                                const kernels::Ragged* ragged) {
   check_width(x, options.d_model(), "TransformerDecoderLayer");
+  TORCH_CHECK(!ragged || !weights,
+              "TransformerDecoderLayer: attention weights come from the padded layout only");
   const bool training = is_training(), pre = options.norm_first();
   auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
+    if (ragged)
+      return ragged_attention_block(self_attn, y, *ragged, {}, self_mask, options, training);
     return attention_block(self_attn, y, y, self_mask, weights ? &weights->self : nullptr, options,
                            training);
   });
   h = residual(h, norm2, pre, [&](const at::Tensor& y) {
+    if (ragged)
+      return ragged_attention_block(multihead_attn, y, *ragged, memory, memory_mask, options,
+                                    training);
     return attention_block(multihead_attn, y, memory, memory_mask,
                            weights ? &weights->cross : nullptr, options, training);
   });
@@ -299,11 +314,12 @@ TransformerDecoderLayerImpl& TransformerDecoderImpl::layer(size_t i) {
 at::Tensor TransformerDecoderImpl::forward(const at::Tensor& x, const at::Tensor& memory,
                                            const at::Tensor& self_mask,
                                            const at::Tensor& memory_mask,
-                                           std::vector<LayerAttention>* weights) {
+                                           std::vector<LayerAttention>* weights,
+                                           const kernels::Ragged* ragged) {
   auto h = x;
   for (size_t i = 0; i < layers->size(); ++i) {
     LayerAttention w;
-    h = layer(i).forward(h, memory, self_mask, memory_mask, weights ? &w : nullptr);
+    h = layer(i).forward(h, memory, self_mask, memory_mask, weights ? &w : nullptr, ragged);
     if (weights) weights->push_back(std::move(w));
   }
   return norm(h);

@@ -139,14 +139,17 @@ Encoded TransformerModelImpl::encode(const at::Tensor& source, const at::Tensor&
 }
 
 at::Tensor TransformerModelImpl::decode(const at::Tensor& target_in, const Encoded& encoded,
-                                        AttentionMaps* maps) {
+                                        AttentionMaps* maps, const kernels::Ragged* ragged) {
   TORCH_CHECK(target_in.dim() == 2, "TransformerModel: target must be [B, T] but has shape ",
               target_in.sizes());
+  TORCH_CHECK(!ragged || !maps, "TransformerModel: attention maps come from the padded layout");
   const int64_t t = target_in.size(1);
   std::vector<LayerAttention> weights;
-  auto features = transformer->decoder->forward(
-      embed(target_embedding, target_in, 0), encoded.memory, causal_mask(t, t),
-      encoded.mask.unsqueeze(1), maps ? &weights : nullptr);
+  auto x = embed(target_embedding, target_in, 0);
+  if (ragged) x = kernels::unpad(x, *ragged);
+  auto features =
+      transformer->decoder->forward(x, encoded.memory, causal_mask(t, t), encoded.mask.unsqueeze(1),
+                                    maps ? &weights : nullptr, ragged);
   if (maps)
     for (auto& w : weights) {
       maps->decoder_self.push_back(w.self);

@@ -6,6 +6,7 @@
 
 #include "attnkit/attention/attention.h"
 #include "attnkit/kernels/packed_linear.h"
+#include "attnkit/kernels/ragged.h"
 
 namespace attnkit {
 
@@ -64,6 +65,14 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadOutput forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                           const at::Tensor& mask = {}, bool need_weights = true,
                           const PackedProjections* packed = nullptr);
+  // forward() on the real rows of a batch (kernels/ragged.h), for training without the padding:
+  // query [R, E] holds the rows of `ragged`'s sequences; key_value [B, Tk, E] (the same tensor
+  // for keys and values), or undefined for self-attention on the query rows. The projections run
+  // on the R rows; only the attention sees the padded layout. mask as forward()'s, for the padded
+  // [B, T, Tk]. Returns [R, E], equal to forward()'s real rows wherever the mask keeps padding
+  // from them (causal self-attention, a key padding mask).
+  at::Tensor forward_ragged(const at::Tensor& query, const kernels::Ragged& ragged,
+                            const at::Tensor& key_value = {}, const at::Tensor& mask = {});
   // The projections packed once, for inference with unchanging weights (a translation
   // model's encoder): forward(..., packed) then streams them instead of packing per call.
   PackedProjections pack(kernels::ComputeType type = kernels::ComputeType::Float32);
@@ -71,6 +80,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadAttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;
   torch::nn::Linear out_proj{nullptr};
+
+ private:
+  // x [..., E] -> the queries [..., E], or the keys and values side by side [..., 2E], by one
+  // product on rows of in_proj_weight.
+  at::Tensor project_queries(const at::Tensor& x);
+  at::Tensor project_keys_values(const at::Tensor& x);
 };
 TORCH_MODULE(MultiheadAttention);
 

@@ -88,9 +88,12 @@ class TransformerDecoderLayerImpl : public torch::nn::Module {
  public:
   explicit TransformerDecoderLayerImpl(LayerOptions options);
   // x [B, T, D], memory [B, S, D]; self_mask broadcastable to [B, T, T] (e.g. causal),
-  // memory_mask to [B, T, S] -> [B, T, D].
+  // memory_mask to [B, T, S] -> [B, T, D]. With `ragged` (kernels/ragged.h; no `weights`), x is
+  // [R, D], the real rows of those T positions, and so is the result: the products, norms and
+  // dropouts skip the padding, which is exact when self_mask is causal.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& memory, const at::Tensor& self_mask,
-                     const at::Tensor& memory_mask, LayerAttention* weights = nullptr);
+                     const at::Tensor& memory_mask, LayerAttention* weights = nullptr,
+                     const kernels::Ragged* ragged = nullptr);
 
   // ---- incremental decoding (eval mode) ----
   // The cross-attention keys and values of `memory` [A, S, D] into cache.memory_*.
@@ -139,8 +142,10 @@ TORCH_MODULE(TransformerEncoder);
 class TransformerDecoderImpl : public torch::nn::Module {
  public:
   TransformerDecoderImpl(const LayerOptions& options, int64_t num_layers);
+  // `ragged`: as TransformerDecoderLayer's, x and the result [R, D].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& memory, const at::Tensor& self_mask,
-                     const at::Tensor& memory_mask, std::vector<LayerAttention>* weights = nullptr);
+                     const at::Tensor& memory_mask, std::vector<LayerAttention>* weights = nullptr,
+                     const kernels::Ragged* ragged = nullptr);
   // One incremental step through every layer (caches: one per layer) and the final norm;
   // `packed`: one per layer, or empty for the reference products.
   at::Tensor step(const at::Tensor& x, std::vector<LayerCache>& caches,

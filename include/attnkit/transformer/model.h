@@ -100,9 +100,10 @@ class TransformerModelImpl : public torch::nn::Module {
   Encoded encode(const at::Tensor& source, const at::Tensor& lengths, AttentionMaps* maps = nullptr,
                  bool packed = false);
   // Teacher forcing: target_in [B, T] (starting with <sos>) -> the output layer's input
-  // [B, T, D] (after the final norm).
+  // [B, T, D] (after the final norm). With `ragged` (no maps): [R, D], the real positions only,
+  // sequence-major (the rows of ragged's mask.nonzero()), computed without the padding.
   at::Tensor decode(const at::Tensor& target_in, const Encoded& encoded,
-                    AttentionMaps* maps = nullptr);
+                    AttentionMaps* maps = nullptr, const kernels::Ragged* ragged = nullptr);
   // Features [..., D] -> logits [..., V].
   at::Tensor project(const at::Tensor& features);
   // The output layer's weight [V, D] and bias [V].

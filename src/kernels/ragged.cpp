@@ -1,0 +1,125 @@
+#include "attnkit/kernels/ragged.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstring>
+#include <numeric>
+
+namespace attnkit::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Each sequence's real rows are one run of bytes in the padded layout and one in the ragged one:
+// a memcpy each way per sequence. `to_ragged` says which way; padding rows are zeroed.
+void move_rows(const at::Tensor& padded, const at::Tensor& ragged, const Ragged& r,
+               bool to_ragged) {
+  const int64_t row_bytes = (padded.numel() / std::max<int64_t>(1, padded.size(0) * r.length)) *
+                            static_cast<int64_t>(padded.element_size());
+  auto* p = static_cast<char*>(padded.data_ptr());
+  auto* q = static_cast<char*>(ragged.data_ptr());
+  for (int64_t len : r.lengths) {
+    const int64_t real = len * row_bytes, rest = (r.length - len) * row_bytes;
+    if (to_ragged) {
+      std::memcpy(q, p, real);
+    } else {
+      std::memcpy(p, q, real);
+      std::memset(p + real, 0, rest);
+    }
+    p += real + rest;
+    q += real;
+  }
+}
+
+void check_lengths(const Ragged& r) {
+  for (int64_t len : r.lengths)
+    TORCH_CHECK(len >= 0 && len <= r.length, "Ragged: a length of ", len, " in sequences of ",
+                r.length);
+}
+
+void check_padded(const at::Tensor& x, const Ragged& r) {
+  check_lengths(r);
+  TORCH_CHECK(
+      x.dim() >= 2 && x.size(0) == static_cast<int64_t>(r.lengths.size()) && x.size(1) == r.length,
+      "unpad: x must be [", r.lengths.size(), ", ", r.length, ", ...] but has shape ", x.sizes());
+}
+
+at::Tensor unpad_forward(const at::Tensor& x, const Ragged& r) {
+  check_padded(x, r);
+  auto sizes = x.sizes().vec();
+  sizes.erase(sizes.begin());
+  sizes[0] = r.rows();
+  auto y = at::empty(sizes, x.options());
+  move_rows(x.contiguous(), y, r, /*to_ragged=*/true);
+  return y;
+}
+
+at::Tensor pad_forward(const at::Tensor& x, const Ragged& r) {
+  check_lengths(r);
+  TORCH_CHECK(x.dim() >= 1 && x.size(0) == r.rows(), "pad: x must have ", r.rows(),
+              " rows but has shape ", x.sizes());
+  auto sizes = x.sizes().vec();
+  sizes[0] = r.length;
+  sizes.insert(sizes.begin(), static_cast<int64_t>(r.lengths.size()));
+  auto y = at::empty(sizes, x.options());
+  move_rows(y, x.contiguous(), r, /*to_ragged=*/false);
+  return y;
+}
+
+Ragged saved(AutogradContext* ctx) {
+  return {ctx->saved_data["lengths"].toIntVector(), ctx->saved_data["length"].toInt()};
+}
+
+void save(AutogradContext* ctx, const Ragged& r) {
+  ctx->saved_data["lengths"] = r.lengths;
+  ctx->saved_data["length"] = r.length;
+}
+
+struct Unpad : torch::autograd::Function<Unpad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Ragged& r) {
+    save(ctx, r);
+    return unpad_forward(x, r);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {pad_forward(grads[0], saved(ctx)), at::Tensor()};
+  }
+};
+
+struct Pad : torch::autograd::Function<Pad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Ragged& r) {
+    save(ctx, r);
+    return pad_forward(x, r);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {unpad_forward(grads[0], saved(ctx)), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+int64_t Ragged::rows() const { return std::accumulate(lengths.begin(), lengths.end(), int64_t{0}); }
+
+Ragged Ragged::from_mask(const at::Tensor& mask) {
+  TORCH_CHECK(mask.dim() == 2 && mask.scalar_type() == at::kBool,
+              "Ragged: the mask must be [B, T] bool but is ", mask.scalar_type(), " ",
+              mask.sizes());
+  const auto m = mask.to(at::kCPU).contiguous();
+  Ragged r;
+  r.length = m.size(1);
+  const bool* p = m.data_ptr<bool>();
+  for (int64_t b = 0; b < m.size(0); ++b, p += r.length) {
+    const int64_t len = std::find(p, p + r.length, false) - p;
+    TORCH_CHECK(std::find(p + len, p + r.length, true) == p + r.length, "Ragged: row ", b,
+                " of the mask is not a prefix (a real position after padding)");
+    r.lengths.push_back(len);
+  }
+  return r;
+}
+
+at::Tensor unpad(const at::Tensor& x, const Ragged& ragged) { return Unpad::apply(x, ragged); }
+
+at::Tensor pad(const at::Tensor& x, const Ragged& ragged) { return Pad::apply(x, ragged); }
+
+}  // namespace attnkit::kernels
