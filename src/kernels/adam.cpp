@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "row_parts.h"
 #include "simd.h"
 
 namespace attnkit::kernels {
@@ -42,10 +43,16 @@ __attribute__((target("avx2,fma"))) void adam_avx2(float* p, const float* g, flo
 
 }  // namespace
 
+// Element by element, so the parameter's elements are split between the kernels' threads with
+// the same result: in a training step on one thread Adam took 2-3 % of the time.
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamUpdate& u) {
   const float sqrt_bc2 = u.sqrt_bias_correction2;
-  if (simd::use_avx2()) return adam_avx2(p, g, m, v, n, u, sqrt_bc2);
-  adam_scalar(p, g, m, v, 0, n, u, sqrt_bc2);
+  for_each_range(n, [&](int64_t from, int64_t to) {
+    const int64_t count = to - from;
+    if (simd::use_avx2())
+      return adam_avx2(p + from, g + from, m + from, v + from, count, u, sqrt_bc2);
+    adam_scalar(p + from, g + from, m + from, v + from, 0, count, u, sqrt_bc2);
+  });
 }
 
 }  // namespace attnkit::kernels

@@ -157,21 +157,6 @@ __attribute__((target("avx2,fma"))) void relu_mask_backward_avx2(const float* g,
   relu_mask_backward_scalar<float>(g, y, out, i, to, scale);
 }
 
-// fn(from, to) over [0, n) in contiguous ranges, one per thread part. A part's range starts on a
-// multiple of 16, so every part but the last runs whole vectors; each element's result depends
-// only on its index, so the split changes nothing. A part must bring about 64 Ki elements
-// (~20 us on one core): below that the hand-off to a worker costs more than it saves.
-template <typename Fn>
-void for_each_range(int64_t n, const Fn& fn) {
-  constexpr int64_t kPerPart = 1 << 16;
-  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(n), n / kPerPart));
-  if (parts == 1) return fn(int64_t{0}, n);
-  for_each_row_part(parts, [&](RowPart part) {
-    auto edge = [&](int64_t j) { return std::min(n, n * j / parts / 16 * 16); };
-    fn(edge(part.first), part.first + 1 == parts ? n : edge(part.first + 1));
-  });
-}
-
 template <typename T>
 void apply_mask(const T* in, T* out, int64_t n, const Mask& m, T scale) {
   TORCH_CHECK(n <= (int64_t{1} << 32), "dropout: at most 2^32 elements per tensor");

@@ -75,4 +75,20 @@ void for_each_row_part(int64_t parts, const Fn& fn) {
     if (error) std::rethrow_exception(error);
 }
 
+// fn(from, to) over [0, n) in contiguous ranges, one per thread part, for element-wise work. A
+// part's range starts on a multiple of 16, so every part but the last runs whole vectors; when
+// each element's result depends only on its index, the split changes nothing. A part must bring
+// about 64 Ki elements (~20 us on one core): below that the hand-off to a worker costs more than
+// it saves.
+template <typename Fn>
+void for_each_range(int64_t n, const Fn& fn) {
+  constexpr int64_t kPerPart = 1 << 16;
+  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(n), n / kPerPart));
+  if (parts == 1) return fn(int64_t{0}, n);
+  for_each_row_part(parts, [&](RowPart part) {
+    auto edge = [&](int64_t j) { return std::min(n, n * j / parts / 16 * 16); };
+    fn(edge(part.first), part.first + 1 == parts ? n : edge(part.first + 1));
+  });
+}
+
 }  // namespace attnkit::kernels
