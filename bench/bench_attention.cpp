@@ -23,6 +23,7 @@
 
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <array>
@@ -35,6 +36,7 @@
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/fused_attention.h"
+#include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/matmul.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
@@ -129,6 +131,21 @@ void loss_case(benchmark::State& state, bool fused) {
     loss.backward();
     benchmark::DoNotOptimize(logits.grad().data_ptr());
     logits.mutable_grad() = at::Tensor();
+  }
+}
+
+// The output layer fused with the loss (kernels::linear_cross_entropy) on a training batch's real
+// target tokens: forward alone, or forward and backward.
+void linear_loss_case(benchmark::State& state, bool backward) {
+  at::manual_seed(0);
+  const int64_t N = 512, K = 256, V = 2782;
+  auto x = at::randn({N, K}).requires_grad_();
+  auto w = (at::randn({V, K}) * 0.05).requires_grad_(), b = at::zeros({V}).requires_grad_();
+  const auto target = at::randint(1, V, {N}, at::kLong);
+  for (auto _ : state) {
+    auto loss = kernels::linear_cross_entropy(x, w, b, target, 0.1, 0).mean();
+    if (backward) torch::autograd::grad({loss}, {x, w, b});
+    benchmark::DoNotOptimize(loss.data_ptr());
   }
 }
 
@@ -246,6 +263,10 @@ void register_all() {
               .c_str(),
           short_kernel_case, fused, backward)
           ->Unit(benchmark::kMicrosecond);
+  for (bool backward : {false, true})
+    benchmark::RegisterBenchmark(backward ? "LinearLoss/fwdbwd" : "LinearLoss/fwd",
+                                 linear_loss_case, backward)
+        ->Unit(benchmark::kMillisecond);
   for (bool fused : {false, true})
     benchmark::RegisterBenchmark(fused ? "Loss/fused/fwdbwd" : "Loss/composite/fwdbwd", loss_case,
                                  fused)

@@ -13,6 +13,7 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/core/info.h"
+#include "attnkit/kernels/adam.h"
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/linear.h"
@@ -122,6 +123,35 @@ TEST(LossKernel, LinearCrossEntropyMatchesTheLayerThenTheLoss) {
       auto ge = torch::autograd::grad({(reference * upstream).sum()}, {x, wide, bias});
       for (size_t i = 0; i < ga.size(); ++i) EXPECT_TRUE(close(ga[i], ge[i], 1e-6, 1e-4)) << i;
     }
+}
+
+// Rows split between threads for the softmax passes, columns for the bias gradient, elements
+// for Adam: the same bits on one thread and two, and still the layer then the loss.
+TEST(LossKernel, LinearCrossEntropyAndAdamAreTheSameOnAnyThreads) {
+  at::manual_seed(29);
+  const int64_t N = 67, K = 40, V = 4099;  // 2^18 logits and 2^17 weights: two parts each
+  auto target = at::randint(1, V, {N}, at::kLong);
+  target.index_put_({at::indexing::Slice(0, N, 7)}, 0);
+  const auto x = at::randn({N, K}), w = at::randn({V, K}) * 0.3, b = at::randn({V});
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+    auto br = b.clone().requires_grad_();
+    const auto loss = kernels::linear_cross_entropy(xr, wr, br, target, 0.1, 0);
+    auto grads = torch::autograd::grad({loss.mean()}, {xr, wr, br});
+    grads.push_back(loss);
+    // One Adam update of w from its gradient.
+    auto p = w.clone(), m = at::zeros_like(w), v = at::zeros_like(w);
+    kernels::adam_update(p.data_ptr<float>(), grads[1].data_ptr<float>(), m.data_ptr<float>(),
+                         v.data_ptr<float>(), p.numel(), {0.9f, 0.98f, 1e-9f, 1e-3f, 0.1f});
+    grads.insert(grads.end(), {p, m, v});
+    return grads;
+  };
+  const auto one = run(1), two = run(2);
+  set_threads(1);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(at::equal(one[i], two[i])) << i;
+  const auto reference = kernels::label_smoothed_cross_entropy(at::linear(x, w, b), target, 0.1, 0);
+  EXPECT_TRUE(close(two[3], reference, 1e-5, 1e-5));
 }
 
 TEST(LossKernel, RejectsTargetsOutsideTheVocabulary) {
