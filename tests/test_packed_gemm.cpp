@@ -64,6 +64,27 @@ TEST(PackedGemm, MatchesMatmulAtEveryEdge) {
             }
 }
 
+// W packed as op(B) = W^T (8 x 8 blocks through registers, then the edges) holds the same bits as
+// W^T packed as it lies, scale included: the two give equal products, at sizes around the blocks.
+TEST(PackedGemm, TransposedPackingEqualsPlainPackingOfTheTranspose) {
+  at::manual_seed(12);
+  for (Isa isa : supported_isas())
+    for (int64_t n : {7, 8, 33, 45})
+      for (int64_t k : {5, 8, 13, 64}) {
+        SCOPED_TRACE(::testing::Message() << to_string(isa) << " n " << n << " k " << k);
+        const int64_t ldw = k + 3, m = 9;
+        auto w = at::randn({n, ldw}), x = at::randn({m, k});
+        const auto wt = w.narrow(1, 0, k).t().contiguous();  // [k, n]
+        const float alpha = 0.37f;
+        auto a = at::empty({m, n}), b = at::empty({m, n});
+        Panels<float>::transposed(w.data_ptr<float>(), n, k, ldw, {alpha, 1, isa})
+            .multiply(x.data_ptr<float>(), m, k, a.data_ptr<float>(), n, false);
+        Panels<float>::plain(wt.data_ptr<float>(), k, n, n, {alpha, 1, isa})
+            .multiply(x.data_ptr<float>(), m, k, b.data_ptr<float>(), n, false);
+        EXPECT_TRUE(at::equal(a, b));
+      }
+}
+
 // x read as the transpose of a row-major matrix: a weight gradient dy^T x, summed over more rows
 // than one pass takes.
 TEST(PackedGemm, TransposedRowsOfX) {
@@ -109,7 +130,8 @@ TEST(PackedGemm, ColumnBlocksChangeNoResult) {
     const auto panels = Panels<float>::transposed(w.data_ptr<float>(), n, k, k, {1, 1, isa});
     auto whole = at::empty({m, n});
     panels.multiply(x.data_ptr<float>(), m, k, whole.data_ptr<float>(), n, false);
-    for (auto [from, to] : {std::pair<int64_t, int64_t>{0, 256}, {256, 600}, {512, 600}, {64, 320}}) {
+    for (auto [from, to] :
+         {std::pair<int64_t, int64_t>{0, 256}, {256, 600}, {512, 600}, {64, 320}}) {
       auto part = at::empty({m, to - from});
       panels.multiply_block(x.data_ptr<float>(), m, k, part.data_ptr<float>(), to - from, false,
                             /*kstride=*/1, /*k_begin=*/0, /*k_end=*/k, from, to);
