@@ -68,32 +68,20 @@ at::Tensor pad_forward(const at::Tensor& x, const Ragged& r) {
   return y;
 }
 
-Ragged saved(AutogradContext* ctx) {
-  return {ctx->saved_data["lengths"].toIntVector(), ctx->saved_data["length"].toInt()};
-}
-
-void save(AutogradContext* ctx, const Ragged& r) {
-  ctx->saved_data["lengths"] = r.lengths;
-  ctx->saved_data["length"] = r.length;
-}
-
-struct Unpad : torch::autograd::Function<Unpad> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Ragged& r) {
-    save(ctx, r);
-    return unpad_forward(x, r);
+// One node for both directions: unpad's gradient is pad and pad's is unpad.
+struct MoveRows : torch::autograd::Function<MoveRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Ragged& r,
+                            bool to_ragged) {
+    ctx->saved_data["lengths"] = r.lengths;
+    ctx->saved_data["length"] = r.length;
+    ctx->saved_data["to_ragged"] = to_ragged;
+    return to_ragged ? unpad_forward(x, r) : pad_forward(x, r);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {pad_forward(grads[0], saved(ctx)), at::Tensor()};
-  }
-};
-
-struct Pad : torch::autograd::Function<Pad> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Ragged& r) {
-    save(ctx, r);
-    return pad_forward(x, r);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {unpad_forward(grads[0], saved(ctx)), at::Tensor()};
+    const Ragged r{ctx->saved_data["lengths"].toIntVector(), ctx->saved_data["length"].toInt()};
+    const bool to_ragged = ctx->saved_data["to_ragged"].toBool();
+    return {to_ragged ? pad_forward(grads[0], r) : unpad_forward(grads[0], r), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -118,8 +106,12 @@ Ragged Ragged::from_mask(const at::Tensor& mask) {
   return r;
 }
 
-at::Tensor unpad(const at::Tensor& x, const Ragged& ragged) { return Unpad::apply(x, ragged); }
+at::Tensor unpad(const at::Tensor& x, const Ragged& ragged) {
+  return MoveRows::apply(x, ragged, /*to_ragged=*/true);
+}
 
-at::Tensor pad(const at::Tensor& x, const Ragged& ragged) { return Pad::apply(x, ragged); }
+at::Tensor pad(const at::Tensor& x, const Ragged& ragged) {
+  return MoveRows::apply(x, ragged, /*to_ragged=*/false);
+}
 
 }  // namespace attnkit::kernels
