@@ -16,11 +16,13 @@
 #include "attnkit/kernels/adam.h"
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/grad_norm.h"
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/masked_softmax.h"
 #include "attnkit/kernels/ragged.h"
 #include "attnkit/train/step.h"
+#include "kernels/products.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -251,7 +253,9 @@ TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
   at::manual_seed(15);
   for (double max_norm : {0.5, 100.0}) {
     std::vector<at::Tensor> a, b;
-    for (auto shape : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{7}}) {
+    // The last spans three of sum_of_squares's blocks, the last one partly.
+    for (auto shape : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{7},
+                       std::vector<int64_t>{301, 70}}) {
       auto g = at::randn(shape);
       a.push_back(at::zeros(shape).requires_grad_());
       b.push_back(at::zeros(shape).requires_grad_());
@@ -262,6 +266,80 @@ TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
     const double actual = train::clip_grad_norm(a, max_norm);
     EXPECT_NEAR(actual, expected, 1e-5 * expected);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(a[i].grad(), b[i].grad(), 1e-6, 1e-6));
+  }
+}
+
+// The parallel passes of a step (bias gradients, clipping, Adam over every parameter at once):
+// the same bits on one thread and two, and the same as their one-thread loops.
+TEST(StepKernel, ColumnSumsAreRowOrderSumsOnAnyThreads) {
+  at::manual_seed(31);
+  const auto d = at::randn({300, 517});  // 155,100 elements: two parts
+  auto sums = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    return kernels::products::column_sums(d);
+  };
+  const auto one = sums(1), two = sums(2);
+  set_threads(1);
+  EXPECT_TRUE(at::equal(one, two));
+  auto in_order = at::zeros({517});  // each column summed row by row, in float
+  for (int64_t i = 0; i < 300; ++i) in_order += d[i];
+  EXPECT_TRUE(at::equal(two, in_order));
+  EXPECT_TRUE(close(two, d.to(at::kDouble).sum(0).to(at::kFloat), 1e-4, 1e-5));
+  EXPECT_TRUE(at::equal(kernels::products::column_sums(d.to(at::kDouble)),
+                        d.to(at::kDouble).sum(0)));  // the reference for anything but float
+}
+
+TEST(StepKernel, GradientNormAndAdamAreTheSameOnAnyThreads) {
+  at::manual_seed(37);
+  const std::vector<int64_t> sizes{5, 0, 70001, 3, 131073};
+  std::vector<at::Tensor> grads;
+  for (int64_t n : sizes) grads.push_back(at::randn({n}));
+  const kernels::AdamUpdate u{0.9f, 0.98f, 1e-9f, 1e-3f, 0.1f};
+  struct Result {
+    double squares;
+    std::vector<at::Tensor> scaled, p, m, v;
+  };
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    Result r;
+    std::vector<kernels::FloatSpan> spans;
+    std::vector<kernels::AdamTensor> update;
+    for (const auto& g : grads) {
+      r.scaled.push_back(g.clone());
+      spans.push_back({r.scaled.back().data_ptr<float>(), g.numel()});
+      r.p.push_back(at::randn({g.numel()}, at::TensorOptions().dtype(at::kFloat)));
+      r.m.push_back(at::zeros_like(g));
+      r.v.push_back(at::zeros_like(g));
+      update.push_back({r.p.back().data_ptr<float>(), g.data_ptr<float>(),
+                        r.m.back().data_ptr<float>(), r.v.back().data_ptr<float>(), g.numel(), u});
+    }
+    r.squares = kernels::sum_of_squares(spans);
+    kernels::scale(spans, 0.25f);
+    kernels::adam_update(update);
+    return r;
+  };
+  at::manual_seed(41);
+  const Result one = run(1);
+  at::manual_seed(41);
+  const Result two = run(2);
+  set_threads(1);
+  EXPECT_EQ(one.squares, two.squares);
+  double expected = 0;
+  for (const auto& g : grads) expected += g.to(at::kDouble).pow(2).sum().item<double>();
+  EXPECT_NEAR(two.squares, expected, 1e-12 * expected);
+  at::manual_seed(41);
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    SCOPED_TRACE("tensor " + std::to_string(t));
+    EXPECT_TRUE(at::equal(one.scaled[t], two.scaled[t]));
+    EXPECT_TRUE(at::equal(two.scaled[t], grads[t] * 0.25f));
+    for (auto x : {&Result::p, &Result::m, &Result::v})
+      EXPECT_TRUE(at::equal((one.*x)[t], (two.*x)[t]));
+    // One tensor's update alone, as the per-parameter call makes it.
+    auto p = at::randn({sizes[t]}), m = at::zeros({sizes[t]}), v = at::zeros({sizes[t]});
+    kernels::adam_update(p.data_ptr<float>(), grads[t].data_ptr<float>(), m.data_ptr<float>(),
+                         v.data_ptr<float>(), sizes[t], u);
+    EXPECT_TRUE(at::equal(p, two.p[t]));
+    EXPECT_TRUE(at::equal(v, two.v[t]));
   }
 }
 

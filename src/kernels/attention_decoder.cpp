@@ -291,9 +291,11 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     });
     auto dh0 = at::empty_like(dh);  // back to the callers' row order
     dh0.index_copy_(0, at::tensor(order, at::kLong), dh);
-    return {dgates,     dh0,         dw_feed,        dw_hh,       dgh.sum(0),
-            dw_query,   dkeys,       dv_rows.sum(0), dmemory,     at::Tensor(),
-            dw_combine, dpre.sum(0), at::Tensor(),   at::Tensor()};
+    using products::column_sums;
+    return {dgates,           dh0,          dw_feed,    dw_hh,
+            column_sums(dgh), dw_query,     dkeys,      column_sums(dv_rows),
+            dmemory,          at::Tensor(), dw_combine, column_sums(dpre),
+            at::Tensor(),     at::Tensor()};
   }
 };
 

@@ -248,7 +248,7 @@ class GRUSequence : public torch::autograd::Function<GRUSequence> {
     } else {
       dw_hh = dgh_flat.t().mm(before.view({B * T, H}));
     }
-    return {dgi, dh0, dw_hh, dgh_flat.sum(0), {}, {}, {}};
+    return {dgi, dh0, dw_hh, products::column_sums(dgh_flat), {}, {}, {}};
   }
 };
 

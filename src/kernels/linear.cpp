@@ -45,7 +45,8 @@ class Affine : public torch::autograd::Function<Affine> {
                               w.data_ptr<float>(), ldw, 1.f,
                               dx.defined() ? dx.data_ptr<float>() : nullptr,
                               dw.defined() ? dw.data_ptr<float>() : nullptr);
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
+      db = products::column_sums(dy);
     return {dx, dw, db};
   }
 };

@@ -113,18 +113,6 @@ void smoothed_rows(float* D, float* L, const float* B, const int64_t* tgt, int64
   }
 }
 
-// colsum[j] = sum over the N rows of D[m, j], each column summed in row order: the columns are
-// split between threads, so the sums do not depend on their number.
-void column_sums(const float* D, float* colsum, int64_t N, int64_t V) {
-  for_each_range(V, [&](int64_t from, int64_t to) {
-    std::fill(colsum + from, colsum + to, 0.f);
-    for (int64_t m = 0; m < N; ++m) {
-      const float* row = D + m * V;
-      for (int64_t j = from; j < to; ++j) colsum[j] += row[j];
-    }
-  });
-}
-
 // The output layer and the loss in one node. Forward: one GEMM for the logits, then one pass per
 // row (while it is in cache) that adds the bias, computes the row's loss and overwrites it with the
 // loss's gradient for an upstream gradient of 1, summing those rows for the bias. Backward: the
@@ -158,7 +146,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       smoothed_rows(D, L, B, tgt, N * part.first / parts, N * (part.first + 1) / parts, V, e,
                     ignore);
     });
-    column_sums(D, Cs, N, V);  // the bias's gradient for dL/dloss = 1
+    products::column_sums(D, N, V, V, Cs);  // the bias's gradient for dL/dloss = 1
     ctx->save_for_backward({x, w, d, colsum, target});
     ctx->saved_data["ignore"] = ignore;
     return loss;
@@ -187,7 +175,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       db = colsum * alpha;
     } else {
       dy = d * g.unsqueeze(1);
-      db = dy.sum(0);
+      db = products::column_sums(dy);
       alpha = 1.f;
     }
     at::Tensor dx, dw;

@@ -1,10 +1,13 @@
 #include "products.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 
 #include "blas.h"
 #include "packed_gemm.h"
 #include "row_parts.h"
+#include "simd.h"
 
 namespace attnkit::kernels::products {
 
@@ -56,6 +59,27 @@ void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, f
   Panels<float>::plain(b, k, n, ldb, {alpha, parts})  // alpha rides on the packing
       .multiply_parallel(a, m, /*ldx=*/1, c, /*ldy=*/n, /*accumulate=*/false, /*kstride=*/lda,
                          parts);
+}
+
+void column_sums(const float* d, int64_t rows, int64_t cols, int64_t ld, float* out) {
+  for_each_range(
+      cols,
+      [&](int64_t from, int64_t to) {
+        std::fill(out + from, out + to, 0.f);
+        // 1 x + s rounds once, as s + x does: the same sums as a plain loop, on vectors.
+        for (int64_t i = 0; i < rows; ++i)
+          simd::axpy(1.f, d + i * ld + from, out + from, to - from);
+      },
+      /*per_index=*/rows);
+}
+
+at::Tensor column_sums(const at::Tensor& d) {
+  TORCH_CHECK(d.dim() == 2, "column_sums: expected a matrix, got ", d.sizes());
+  if (d.scalar_type() != at::kFloat || !d.device().is_cpu()) return d.sum(0);
+  const auto c = d.contiguous();
+  auto out = at::empty({c.size(1)}, c.options());
+  column_sums(c.data_ptr<float>(), c.size(0), c.size(1), c.size(1), out.data_ptr<float>());
+  return out;
 }
 
 }  // namespace attnkit::kernels::products

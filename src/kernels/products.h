@@ -5,6 +5,8 @@
 // rows split between the configured threads (packed_gemm.h says why not OpenBLAS). The same
 // calls as blas.h; below blas::kGemvRows rows they go to BLAS's GEMV, as there.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 
 namespace attnkit::kernels::products {
@@ -27,5 +29,14 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
 // summed over k rows (every step of a sequence at once).
 void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,
                      int64_t n, int64_t k, float alpha = 1.f);
+
+// out[j] = sum over the rows of d[i, j] (rows ld apart), each column summed in row order: a bias's
+// gradient, ones^T dy. The columns are split between threads, so the sums do not depend on their
+// number. ATen's sum(0) runs on one thread under ThreadPolicy::Kernels (ATen gets none), and
+// with its pool's worker idle meanwhile the bias gradients were 2 % of a GRU training step.
+void column_sums(const float* d, int64_t rows, int64_t cols, int64_t ld, float* out);
+
+// The same for a tensor [rows, cols] -> [cols]: float32 on CPU here, anything else by sum(0).
+at::Tensor column_sums(const at::Tensor& d);
 
 }  // namespace attnkit::kernels::products

@@ -79,15 +79,32 @@ void for_each_row_part(int64_t parts, const Fn& fn) {
 // part's range starts on a multiple of 16, so every part but the last runs whole vectors; when
 // each element's result depends only on its index, the split changes nothing. A part must bring
 // about 64 Ki elements (~20 us on one core): below that the hand-off to a worker costs more than
-// it saves.
+// it saves. An index that stands for `per_index` elements (a column of a matrix's column sums)
+// counts as that many.
 template <typename Fn>
-void for_each_range(int64_t n, const Fn& fn) {
+void for_each_range(int64_t n, const Fn& fn, int64_t per_index = 1) {
   constexpr int64_t kPerPart = 1 << 16;
-  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(n), n / kPerPart));
+  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(n), n * per_index / kPerPart));
   if (parts == 1) return fn(int64_t{0}, n);
   for_each_row_part(parts, [&](RowPart part) {
     auto edge = [&](int64_t j) { return std::min(n, n * j / parts / 16 * 16); };
     fn(edge(part.first), part.first + 1 == parts ? n : edge(part.first + 1));
+  });
+}
+
+// fn(t, from, to) over the elements of several tensors (sizes[t] each) taken as one range and
+// split as for_each_range splits it: [from, to) is a piece of tensor t. One hand-off for a whole
+// optimizer step instead of one per parameter, most of which are too small to split.
+template <typename Fn>
+void for_each_piece(const std::vector<int64_t>& sizes, const Fn& fn) {
+  std::vector<int64_t> start(sizes.size() + 1, 0);  // start[t]: tensor t's first index
+  for (size_t t = 0; t < sizes.size(); ++t) start[t + 1] = start[t] + sizes[t];
+  for_each_range(start.back(), [&](int64_t from, int64_t to) {
+    for (size_t t = std::upper_bound(start.begin(), start.end(), from) - start.begin() - 1;
+         t < sizes.size() && start[t] < to; ++t) {
+      const int64_t lo = std::max(from, start[t]), hi = std::min(to, start[t + 1]);
+      if (lo < hi) fn(t, lo - start[t], hi - start[t]);
+    }
   });
 }
 

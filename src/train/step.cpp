@@ -4,9 +4,11 @@
 #include <torch/optim/adam.h>
 
 #include <cmath>
+#include <set>
 
 #include "attnkit/data/vocab.h"
 #include "attnkit/kernels/adam.h"
+#include "attnkit/kernels/grad_norm.h"
 #include "attnkit/kernels/loss.h"
 
 namespace attnkit::train {
@@ -57,19 +59,28 @@ at::Tensor reinforce_objective(const at::Tensor& loss, const at::Tensor& logits,
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
-  double squares = 0;
-  std::vector<at::Tensor> grads;
+  // float32 gradients in two parallel passes (kernels/grad_norm.h); any other through ATen.
+  std::vector<kernels::FloatSpan> spans;
+  std::vector<at::Tensor> others;
   for (const auto& p : parameters) {
-    if (!p.grad().defined()) continue;
-    grads.push_back(p.grad());
-    const double n = grads.back().norm().item<double>();
+    const auto& g = p.grad();
+    if (!g.defined()) continue;
+    if (g.scalar_type() == at::kFloat && g.device().is_cpu() && g.is_contiguous() && !g.is_sparse())
+      spans.push_back({g.data_ptr<float>(), g.numel()});
+    else
+      others.push_back(g);
+  }
+  double squares = kernels::sum_of_squares(spans);
+  for (const auto& g : others) {
+    const double n = g.norm().item<double>();
     squares += n * n;
   }
   const double norm = std::sqrt(squares);
   const double scale = max_norm / (norm + 1e-6);
   if (scale < 1) {
+    kernels::scale(spans, static_cast<float>(scale));
     at::NoGradGuard no_grad;
-    for (auto& g : grads) g.mul_(scale);
+    for (auto& g : others) g.mul_(scale);
   }
   return norm;
 }
@@ -79,14 +90,20 @@ void adam_step(torch::optim::Adam& optimizer) {
     return t.defined() && t.scalar_type() == at::kFloat && t.device().is_cpu() &&
            t.is_contiguous() && !t.is_sparse();
   };
+  // A parameter listed twice is stepped twice, one after the other, by the reference; the fused
+  // pass updates every element once, in parallel.
+  std::set<const void*> seen;
   for (auto& group : optimizer.param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
     if (o.weight_decay() != 0 || o.amsgrad()) return void(optimizer.step());
     for (const auto& p : group.params())
-      if (p.grad().defined() && (!fusable(p) || !fusable(p.grad()))) return void(optimizer.step());
+      if (p.grad().defined() &&
+          (!fusable(p) || !fusable(p.grad()) || !seen.insert(p.unsafeGetTensorImpl()).second))
+        return void(optimizer.step());
   }
   at::NoGradGuard no_grad;
   auto& states = optimizer.state();
+  std::vector<kernels::AdamTensor> update;  // every parameter's, in one pass
   for (auto& group : optimizer.param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
@@ -110,14 +127,15 @@ void adam_step(torch::optim::Adam& optimizer) {
                                   static_cast<float>(o.eps()),
                                   static_cast<float>(o.lr() / (1 - std::pow(beta1, s.step()))),
                                   static_cast<float>(std::sqrt(1 - std::pow(beta2, s.step())))};
-      kernels::adam_update(p.data_ptr<float>(), p.grad().data_ptr<float>(),
-                           s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(),
-                           p.numel(), u);
+      update.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(),
+                        s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(), p.numel(),
+                        u});
       // Written through its buffer, not an in-place op: say so, as one would, so that caches
       // keyed on the version (the decoding step's packed weights) see the change.
       p.unsafeGetTensorImpl()->bump_version();
     }
   }
+  kernels::adam_update(update);
 }
 
 void clear_gradients(const std::vector<at::Tensor>& parameters) {
