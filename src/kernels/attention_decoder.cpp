@@ -112,12 +112,16 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
         *Sv = save.data_ptr<F>(), *Q = query.data_ptr<F>(), *W = weights.data_ptr<F>(),
         *Fd = feed.data_ptr<F>(), *Out = feeds.data_ptr<F>(), *WOut = weights_out.data_ptr<F>(),
         *Gi = gi.data_ptr<F>(), *Gh = gh.data_ptr<F>(), *Hs = h.data_ptr<F>();
+      // The weights are packed by the same threads as run the rows (on one, they were 2 % of a
+      // training step with the other thread idle).
+      const int64_t parts = row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C));
+      const packed::PackOptions split{1, parts};
       using Panels = packed::Panels<F>;
-      const Panels feed_w = Panels::transposed(Wf, 3 * H, feeding ? H : 0, w_feed.size(1)),
-                   hh_w = Panels::transposed(Whh, 3 * H, H, H),
-                   query_w = Panels::transposed(Wq, A, H, H),
-                   combine_w = Panels::transposed(Wc, H, C, C);
-      for_each_row_part(row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C)), [&](RowPart part) {
+      const Panels feed_w = Panels::transposed(Wf, 3 * H, feeding ? H : 0, w_feed.size(1), split),
+                   hh_w = Panels::transposed(Whh, 3 * H, H, H, split),
+                   query_w = Panels::transposed(Wq, A, H, H, split),
+                   combine_w = Panels::transposed(Wc, H, C, C, split);
+      for_each_row_part(parts, [&](RowPart part) {
         const int64_t j = part.first, P = part.stride;
         for (int64_t t = 0; t < T; ++t) {
           const int64_t R = plan.rows[t], o = plan.offset[t], n = part.count(R);
@@ -215,11 +219,14 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
         *dGh = dgh.data_ptr<F>(), *dX = dgates.data_ptr<F>(), *dK = dkeys.data_ptr<F>(),
         *dM = dmemory.data_ptr<F>(), *dV = dv_rows.data_ptr<F>(), *dH = dh.data_ptr<F>(),
         *dFn = dfeed_next.data_ptr<F>(), *dHC = dhc.data_ptr<F>();
+      const int64_t parts = row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C));
+      const packed::PackOptions split{1, parts};
       using Panels = packed::Panels<F>;
-      const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, w_feed.size(1)),
-                   hh_w = Panels::plain(Whh, 3 * H, H, H), query_w = Panels::plain(Wq, A, H, H),
-                   combine_w = Panels::plain(Wc, H, C, C);
-      for_each_row_part(row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C)), [&](RowPart part) {
+      const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, w_feed.size(1), split),
+                   hh_w = Panels::plain(Whh, 3 * H, H, H, split),
+                   query_w = Panels::plain(Wq, A, H, H, split),
+                   combine_w = Panels::plain(Wc, H, C, C, split);
+      for_each_row_part(parts, [&](RowPart part) {
         const int64_t j = part.first, P = part.stride;
         std::vector<F> da(S);
         for (int64_t t = T - 1; t >= 0; --t) {

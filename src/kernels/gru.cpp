@@ -38,9 +38,10 @@ class Recurrent {
         transposed_(transposed),
         packed_(batch >= blas::kGemvRows) {
     const int64_t G = w_hh.size(0), H = w_hh.size(1);
+    const packed::PackOptions split{1, row_parts(batch)};  // as the rows will be
     if (packed_)
-      panels_ = transposed ? packed::Panels<T>::transposed(w_hh.data_ptr<T>(), G, H, H)
-                           : packed::Panels<T>::plain(w_hh.data_ptr<T>(), G, H, H);
+      panels_ = transposed ? packed::Panels<T>::transposed(w_hh.data_ptr<T>(), G, H, H, split)
+                           : packed::Panels<T>::plain(w_hh.data_ptr<T>(), G, H, H, split);
   }
 
   // Threads for `steps` steps of this product.

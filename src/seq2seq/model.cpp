@@ -113,7 +113,10 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
     auto residual = drop(attended.output, options.dropout(), options, is_training());
     memory = self_attention_norm[i]->as<torch::nn::LayerNorm>()->forward(memory + residual);
   }
-  auto state = weights ? weights->bridge(finals) : bridge(finals);  // [layers, B, H]
+  // On the packed products when training, not through at::linear's single-threaded GEMM.
+  auto state = weights ? weights->bridge(finals)
+                       : dispatch::linear(path(options), finals, bridge->weight,
+                                          bridge->bias);  // [layers, B, H]
   return {drop(memory, options.dropout(), options, is_training()), mask, at::tanh(state),
           finals[layers - 1]};
 }
