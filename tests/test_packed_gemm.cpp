@@ -209,6 +209,42 @@ TEST(PackedGemm, FewRowsAreBitIdenticalToManyRows) {
   }
 }
 
+// A bias that starts the sums gives the bits of the bias copied into y and accumulated onto, on
+// every block (wide rows, 8- and 6-row blocks, the right edge, sums past kDepth), on the parts'
+// column and row splits, and in double; K = 0 leaves the bias.
+TEST(PackedGemm, BiasStartIsTheBiasCopiedThenAccumulated) {
+  at::manual_seed(6);
+  for (Isa isa : supported_isas())
+    for (int64_t m : {1, 2, 3, 8, 13})
+      for (int64_t n : {17, 70})
+        for (int64_t k : {0, 5, 300}) {
+          SCOPED_TRACE(::testing::Message()
+                       << to_string(isa) << " m " << m << " n " << n << " k " << k);
+          auto x = at::randn({m, k + 1}), w = at::randn({n, k + 1}), bias = at::randn({n});
+          const auto panels =
+              Panels<float>::transposed(w.data_ptr<float>(), n, k, k + 1, {1, 1, isa});
+          auto copied = bias.repeat({m, 1}).contiguous();
+          panels.multiply(x.data_ptr<float>(), m, k + 1, copied.data_ptr<float>(), n,
+                          /*accumulate=*/true);
+          auto started = at::randn({m, n}), parallel = at::randn({m, n});
+          panels.multiply(x.data_ptr<float>(), m, k + 1, started.data_ptr<float>(), n,
+                          /*accumulate=*/false, /*kstride=*/1, bias.data_ptr<float>());
+          panels.multiply_parallel(x.data_ptr<float>(), m, k + 1, parallel.data_ptr<float>(), n,
+                                   /*accumulate=*/false, /*kstride=*/1, /*parts=*/2,
+                                   bias.data_ptr<float>());
+          EXPECT_TRUE(at::equal(started, copied));
+          EXPECT_TRUE(at::equal(parallel, copied));
+          if (isa != Isa::Scalar) continue;
+          auto xd = x.to(at::kDouble), wd = w.to(at::kDouble), bd = bias.to(at::kDouble);
+          const auto dp = Panels<double>::transposed(wd.data_ptr<double>(), n, k, k + 1);
+          auto dcopied = bd.repeat({m, 1}).contiguous(), dstarted = at::randn({m, n}, at::kDouble);
+          dp.multiply(xd.data_ptr<double>(), m, k + 1, dcopied.data_ptr<double>(), n, true);
+          dp.multiply(xd.data_ptr<double>(), m, k + 1, dstarted.data_ptr<double>(), n, false, 1,
+                      bd.data_ptr<double>());
+          EXPECT_TRUE(at::equal(dstarted, dcopied));
+        }
+}
+
 TEST(PackedGemm, EmptyProducts) {
   auto w = at::randn({4, 3});
   const auto panels = Panels<float>::transposed(w.data_ptr<float>(), 4, 3, 3);

@@ -132,7 +132,6 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
             const int64_t ob = order[b];
             std::copy(Hs + b * H, Hs + (b + 1) * H, hp + b * H);
             std::copy(X + (ob * T + t) * 3 * H, X + (ob * T + t + 1) * 3 * H, Gi + b * 3 * H);
-            std::copy(Bhh, Bhh + 3 * H, Gh + b * 3 * H);
             if (!feeding) continue;
             if (t == 0)
               std::fill(fp + b * H, fp + (b + 1) * H, F(0));
@@ -143,8 +142,8 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
           if (feeding && t > 0)
             feed_w.multiply(fp + j * H, n, P * H, Gi + j * 3 * H, P * 3 * H,
                             /*accumulate=*/true);  // [n, 3H]
-          hh_w.multiply(hp + j * H, n, P * H, Gh + j * 3 * H, P * 3 * H,
-                        /*accumulate=*/true);  // [n, 3H]
+          hh_w.multiply(hp + j * H, n, P * H, Gh + j * 3 * H, P * 3 * H, /*accumulate=*/false,
+                        /*kstride=*/1, /*bias=*/Bhh);  // [n, 3H]
           for (int64_t b = j; b < R; b += P) {
             gru_rows::gates<F>(Gi + b * 3 * H, Gh + b * 3 * H, hp + b * H, Hs + b * H,
                                Sv + (o + b) * 4 * H, H);
@@ -162,10 +161,9 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
               for (int64_t s = 0; s < S; ++s)
                 if (wb[s] != F(0)) axpy<F>(wb[s], M + (ob * S + s) * Hm, ctx_b, Hm);
             std::copy(wb, wb + S, WOut + (ob * T + t) * S);
-            std::copy(Bc, Bc + H, f + b * H);
           }
-          combine_w.multiply(hc_t + j * C, n, P * C, f + j * H, P * H,
-                             /*accumulate=*/true);  // [n, H]
+          combine_w.multiply(hc_t + j * C, n, P * C, f + j * H, P * H, /*accumulate=*/false,
+                             /*kstride=*/1, /*bias=*/Bc);  // [n, H]
           for (int64_t b = j; b < R; b += P) {
             tanh_inplace<F>(f + b * H, H);
             std::copy(f + b * H, f + (b + 1) * H, Out + (order[b] * T + t) * H);

@@ -53,11 +53,9 @@ class Recurrent {
   void apply(const T* x, int64_t rows, int64_t ldx, T* y, int64_t ldy) const {
     if (rows == 0) return;
     const int64_t G = w_.size(0), H = w_.size(1), out = transposed_ ? G : H;
-    if (packed_) {
-      if (transposed_)
-        for (int64_t r = 0; r < rows; ++r)
-          std::copy(b_.data_ptr<T>(), b_.data_ptr<T>() + G, y + r * ldy);
-      panels_.multiply(x, rows, ldx, y, ldy, /*accumulate=*/true);
+    if (packed_) {  // forward: b_hh starts the sums; backward: onto dh
+      panels_.multiply(x, rows, ldx, y, ldy, /*accumulate=*/!transposed_, /*kstride=*/1,
+                       transposed_ ? b_.data_ptr<T>() : nullptr);
       return;
     }
     TORCH_CHECK(ldx == (transposed_ ? H : G) && ldy == out, "Recurrent: unsplit rows are dense");

@@ -23,17 +23,29 @@ constexpr int64_t kColumnBlock2 = 256;
 
 // c[R, cols] (+)= a[R, K] b, b one k-major panel [K, 16]. Accumulating starts the sums from c,
 // so a product split along k continues each element's one chain of FMAs in ascending k.
+// Otherwise they start from `start` (a bias row, the same for every row), or from zero when it
+// is null: the sums a copy of the bias into c followed by accumulating would give, without the
+// copy.
 template <int R>
 __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda, int64_t ks,
                                                     const float* b, int64_t K, float* c,
-                                                    int64_t ldc, bool accumulate, int64_t cols) {
+                                                    int64_t ldc, bool accumulate, int64_t cols,
+                                                    const float* start) {
   __m256 lo[R], hi[R];
   alignas(32) float row[16];
+  __m256 start_lo = _mm256_setzero_ps(), start_hi = _mm256_setzero_ps();
+  if (!accumulate && start) {
+    std::fill(row, row + 16, 0.f);
+    std::copy(start, start + cols, row);
+    start_lo = _mm256_load_ps(row);
+    start_hi = _mm256_load_ps(row + 8);
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
     const float* ci = c + i * ldc;
     if (!accumulate) {
-      lo[i] = hi[i] = _mm256_setzero_ps();
+      lo[i] = start_lo;
+      hi[i] = start_hi;
     } else if (cols == 16) {
       lo[i] = _mm256_loadu_ps(ci);
       hi[i] = _mm256_loadu_ps(ci + 8);
@@ -71,16 +83,19 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda,
 template <int R>
 __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda, int64_t ks,
                                                      const float* b, int64_t K, float* c,
-                                                     int64_t ldc, bool accumulate, int64_t cols) {
+                                                     int64_t ldc, bool accumulate, int64_t cols,
+                                                     const float* start) {
   const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1),
                   mhi = static_cast<__mmask16>(cols >= 32  ? 0xffff
                                                : cols > 16 ? (1u << (cols - 16)) - 1
                                                            : 0);
   __m512 lo[R], hi[R];
+  const __m512 start_lo = start ? _mm512_maskz_loadu_ps(mlo, start) : _mm512_setzero_ps(),
+               start_hi = start ? _mm512_maskz_loadu_ps(mhi, start + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    lo[i] = accumulate ? _mm512_maskz_loadu_ps(mlo, c + i * ldc) : _mm512_setzero_ps();
-    hi[i] = accumulate ? _mm512_maskz_loadu_ps(mhi, c + i * ldc + 16) : _mm512_setzero_ps();
+    lo[i] = accumulate ? _mm512_maskz_loadu_ps(mlo, c + i * ldc) : start_lo;
+    hi[i] = accumulate ? _mm512_maskz_loadu_ps(mhi, c + i * ldc + 16) : start_hi;
   }
   for (int64_t k = 0; k < K; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * 32), b1 = _mm512_loadu_ps(b + k * 32 + 16);
@@ -110,13 +125,16 @@ constexpr int kWideRows = 3;
 template <int R, int P>
 __attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, int64_t ks,
                                                    const float* b, int64_t stride, int64_t K,
-                                                   float* c, int64_t ldc, bool accumulate) {
+                                                   float* c, int64_t ldc, bool accumulate,
+                                                   const float* start) {
   __m256 acc[R][2 * P];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
     for (int q = 0; q < 2 * P; ++q)
-      acc[i][q] = accumulate ? _mm256_loadu_ps(c + i * ldc + q * 8) : _mm256_setzero_ps();
+      acc[i][q] = accumulate ? _mm256_loadu_ps(c + i * ldc + q * 8)
+                  : start    ? _mm256_loadu_ps(start + q * 8)
+                             : _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
@@ -136,13 +154,16 @@ __attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, 
 template <int R, int P>
 __attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda, int64_t ks,
                                                     const float* b, int64_t stride, int64_t K,
-                                                    float* c, int64_t ldc, bool accumulate) {
+                                                    float* c, int64_t ldc, bool accumulate,
+                                                    const float* start) {
   __m512 acc[R][2 * P];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
     for (int q = 0; q < 2 * P; ++q)
-      acc[i][q] = accumulate ? _mm512_loadu_ps(c + i * ldc + q * 16) : _mm512_setzero_ps();
+      acc[i][q] = accumulate ? _mm512_loadu_ps(c + i * ldc + q * 16)
+                  : start    ? _mm512_loadu_ps(start + q * 16)
+                             : _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
@@ -160,7 +181,7 @@ __attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda,
 }
 
 using WideFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
-                        int64_t, bool);
+                        int64_t, bool, const float*);
 struct Wide {
   WideFn fn;
   int64_t panels;  // P
@@ -172,7 +193,7 @@ constexpr Wide kWideAvx512[kWideRows + 1] = {
     {nullptr, 0}, {wide_avx512<1, 4>, 4}, {wide_avx512<2, 4>, 4}, {wide_avx512<3, 2>, 2}};
 
 using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
-                         bool, int64_t);
+                         bool, int64_t, const float*);
 constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,           block_avx2<1>, block_avx2<2>,
                                        block_avx2<3>,     block_avx2<4>, block_avx2<5>,
                                        block_avx2<kRows2>};
@@ -209,7 +230,8 @@ __attribute__((target("avx"))) void transpose8x8(const float* src, int64_t lds, 
 // multiply where the vector blocks fuse it with the add.
 template <typename T>
 void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data, int64_t panel_k,
-                     int64_t K, int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate) {
+                     int64_t K, int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate,
+                     const T* start) {
   std::vector<T> sum(width);
   for (int64_t p = 0; p * width < N; ++p) {
     const T* b = data + p * panel_k * width;
@@ -217,7 +239,10 @@ void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* da
     for (int64_t i = 0; i < m; ++i) {
       T* yi = y + i * ldy + p * width;
       std::fill(sum.begin(), sum.end(), T(0));
-      if (accumulate) std::copy(yi, yi + cols, sum.begin());
+      if (accumulate)
+        std::copy(yi, yi + cols, sum.begin());
+      else if (start)
+        std::copy(start + p * width, start + p * width + cols, sum.begin());
       for (int64_t k = 0; k < K; ++k) {
         const T xk = x[i * ldx + k * ks];
         for (int64_t j = 0; j < width; ++j) sum[j] += xk * b[k * width + j];
@@ -294,23 +319,28 @@ Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
 
 template <typename T>
 void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
-                         int64_t kstride) const {
-  multiply_block(x, m, ldx, y, ldy, accumulate, kstride, 0, k_, 0, n_);
+                         int64_t kstride, const T* bias) const {
+  multiply_block(x, m, ldx, y, ldy, accumulate, kstride, 0, k_, 0, n_, bias);
 }
 
 template <typename T>
 void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
                                bool accumulate, int64_t kstride, int64_t k_begin, int64_t k_end,
-                               int64_t col_begin, int64_t col_end) const {
+                               int64_t col_begin, int64_t col_end, const T* bias) const {
   TORCH_CHECK(
       col_begin % width_ == 0 && 0 <= k_begin && k_begin <= k_end && k_end <= k_ && col_end <= n_,
       "Panels::multiply_block: columns must start on a panel, and rows and columns lie "
       "inside the packed matrix");
   const int64_t K = k_end - k_begin, N = col_end - col_begin;
   if (m <= 0 || N <= 0) return;
+  if (accumulate) bias = nullptr;
   if (K == 0) {  // an empty sum
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + N, T(0));
+    for (int64_t i = 0; i < m && !accumulate; ++i) {
+      if (bias)
+        std::copy(bias, bias + N, y + i * ldy);
+      else
+        std::fill(y + i * ldy, y + i * ldy + N, T(0));
+    }
     return;
   }
   const T* first = data_.get() + (col_begin / width_) * k_ * width_ + k_begin * width_;
@@ -323,7 +353,7 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
         const Wide wide = (isa_ == Isa::Avx512 ? kWideAvx512 : kWideAvx2)[m];
         for (; (p0 + wide.panels) * width_ <= N; p0 += wide.panels)
           wide.fn(x, ldx, kstride, first + p0 * k_ * width_, k_ * width_, K, y + p0 * width_, ldy,
-                  accumulate);
+                  accumulate, bias ? bias + p0 * width_ : nullptr);
       }
       // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
       // most) stays in L1 while every row block streams it; and the rows kRowBlock at a time, so
@@ -350,9 +380,9 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
               const float* b = first + (p * k_ + k0) * width_;
               const int64_t cols = std::min(width_, N - p * width_);
               for (int64_t i = i0; i < i1; i += rows)
-                blocks[std::min<int64_t>(rows, i1 - i)](x + i * ldx + k0 * kstride, ldx, kstride, b,
-                                                        depth, y + i * ldy + p * width_, ldy,
-                                                        accumulate || k0 > 0, cols);
+                blocks[std::min<int64_t>(rows, i1 - i)](
+                    x + i * ldx + k0 * kstride, ldx, kstride, b, depth, y + i * ldy + p * width_,
+                    ldy, accumulate || k0 > 0, cols, bias ? bias + p * width_ : nullptr);
             }
           }
         }
@@ -360,12 +390,13 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
       return;
     }
   }
-  multiply_scalar(x, m, ldx, kstride, first, k_, K, N, width_, y, ldy, accumulate);
+  multiply_scalar(x, m, ldx, kstride, first, k_, K, N, width_, y, ldy, accumulate, bias);
 }
 
 template <typename T>
 void Panels<T>::multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
-                                  bool accumulate, int64_t kstride, int64_t parts) const {
+                                  bool accumulate, int64_t kstride, int64_t parts,
+                                  const T* bias) const {
   const int64_t blocks = (m + 7) / 8;  // whole 8-row blocks per thread where possible
   const int64_t panels = (n_ + width_ - 1) / width_;
   if (blocks < parts && panels > 1) {
@@ -375,14 +406,14 @@ void Panels<T>::multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int6
       const int64_t first = panels * part.first / part.stride,
                     last = panels * (part.first + 1) / part.stride;
       multiply_block(x, m, ldx, y + first * width_, ldy, accumulate, kstride, 0, k_, first * width_,
-                     std::min(n_, last * width_));
+                     std::min(n_, last * width_), bias ? bias + first * width_ : nullptr);
     });
     return;
   }
   for_each_row_part(std::max<int64_t>(1, std::min(parts, blocks)), [&](RowPart part) {
     const int64_t from = std::min(m, blocks * part.first / part.stride * 8),
                   to = std::min(m, blocks * (part.first + 1) / part.stride * 8);
-    multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride);
+    multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride, bias);
   });
 }
 

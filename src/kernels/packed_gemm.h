@@ -47,21 +47,23 @@ class Panels {
 
   // y[m, N] = x[m, K] op(B) (+ y when accumulate); x[i, k] at x + i * ldx + k * kstride (kstride
   // 1: rows; ldx 1 and kstride > 1: x is the transpose of a row-major matrix), y rows ldy apart.
+  // Without accumulate, a `bias` [N] starts every row's sums: y = bias + x op(B), the same bits as
+  // copying the bias into each row of y and accumulating, without the copy.
   void multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
-                int64_t kstride = 1) const;
+                int64_t kstride = 1, const T* bias = nullptr) const;
 
   // y[m, col_end - col_begin] (=|+=) x op(B)[k_begin:k_end, col_begin:col_end], x's column 0
   // being op(B)'s row k_begin: a block of a packed matrix, as attention multiplies by blocks of
-  // K and V. col_begin must be a multiple of width().
+  // K and V. col_begin must be a multiple of width(). bias, as y, starts at column col_begin.
   void multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                       int64_t kstride, int64_t k_begin, int64_t k_end, int64_t col_begin,
-                      int64_t col_end) const;
+                      int64_t col_end, const T* bias = nullptr) const;
 
   // The same with x's rows split between `parts` threads in contiguous blocks, or, when there are
   // too few rows for that, op(B)'s panels: for products too large for one thread that are not
   // already inside a kernel's row parts. Either way every element is the same sum.
   void multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
-                         int64_t kstride, int64_t parts) const;
+                         int64_t kstride, int64_t parts, const T* bias = nullptr) const;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }

@@ -64,24 +64,22 @@ void PackedLinear::apply(const float* x, int64_t rows, int64_t ldx, float* y, in
                           parts > 0 ? parts : default_parts(rows, in, out));
     return;
   }
-  // The bias starts each row's sums (or is added to what y holds), so that every element stays
-  // one chain of FMAs whatever the threads.
-  if (bias) {
-    const float* b = impl_->bias.data_ptr<float>();
-    for (int64_t r = 0; r < rows; ++r) {
-      float* yr = y + r * ldy;
-      if (accumulate)
-        for (int64_t j = 0; j < out; ++j) yr[j] += b[j];
-      else
-        std::copy_n(b, out, yr);
-    }
-    accumulate = true;
-  }
   if (parts <= 0) parts = default_parts(rows, in, out);
+  if (impl_->type == ComputeType::Float32 && !accumulate) {  // the bias starts each row's sums
+    impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, /*accumulate=*/false, /*kstride=*/1,
+                                    parts, bias);
+    return;
+  }
+  // Onto what y holds: the bias first, so that every element stays one chain of FMAs whatever
+  // the threads.
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j) y[r * ldy + j] += bias[j];
   if (impl_->type == ComputeType::Int8)
-    impl_->bytes.multiply(x, rows, ldx, /*bias=*/nullptr, y, ldy, accumulate, parts);
+    impl_->bytes.multiply(x, rows, ldx, /*bias=*/nullptr, y, ldy, /*accumulate=*/true, parts);
   else
-    impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, accumulate, /*kstride=*/1, parts);
+    impl_->panels.multiply_parallel(x, rows, ldx, y, ldy, /*accumulate=*/true, /*kstride=*/1,
+                                    parts);
 }
 
 at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
