@@ -17,6 +17,7 @@
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/grad_norm.h"
+#include "attnkit/kernels/layer_norm.h"
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/masked_softmax.h"
@@ -254,8 +255,8 @@ TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
   for (double max_norm : {0.5, 100.0}) {
     std::vector<at::Tensor> a, b;
     // The last spans three of sum_of_squares's blocks, the last one partly.
-    for (auto shape : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{7},
-                       std::vector<int64_t>{301, 70}}) {
+    for (auto shape :
+         {std::vector<int64_t>{3, 4}, std::vector<int64_t>{7}, std::vector<int64_t>{301, 70}}) {
       auto g = at::randn(shape);
       a.push_back(at::zeros(shape).requires_grad_());
       b.push_back(at::zeros(shape).requires_grad_());
@@ -341,6 +342,59 @@ TEST(StepKernel, GradientNormAndAdamAreTheSameOnAnyThreads) {
     EXPECT_TRUE(at::equal(p, two.p[t]));
     EXPECT_TRUE(at::equal(v, two.v[t]));
   }
+}
+
+// Layer normalisation on the kernels' threads against at::layer_norm: values and every gradient
+// in float (D = 77 runs the vector loops and their tails), finite differences in double, and the
+// same bits on one thread and two.
+TEST(LayerNormKernel, MatchesAtLayerNormAndFiniteDifferences) {
+  at::manual_seed(43);
+  for (int64_t D : {77, 256}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    const auto x = at::randn({37, 3, D}) * 3 + 1, w = at::randn({D}), b = at::randn({D});
+    const auto upstream = at::randn({37, 3, D});
+    auto run = [&](bool fused) {
+      auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+      auto br = b.clone().requires_grad_();
+      auto y =
+          fused ? kernels::layer_norm(xr, wr, br, 1e-5) : at::layer_norm(xr, {D}, wr, br, 1e-5);
+      auto grads = torch::autograd::grad({y}, {xr, wr, br}, {upstream});
+      grads.insert(grads.begin(), y);
+      return grads;
+    };
+    const auto fused = run(true), reference = run(false);
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_TRUE(close(fused[i], reference[i], 1e-4, 1e-4)) << "output " << i;
+    {
+      at::NoGradGuard no_grad;  // the forward alone, as decoding runs it
+      EXPECT_TRUE(at::equal(kernels::layer_norm(x, w, b, 1e-5), fused[0]));
+    }
+  }
+  auto xd = (at::randn({5, 9}, at::kDouble) * 2).requires_grad_();
+  auto wd = at::randn({9}, at::kDouble).requires_grad_(), bd = at::randn({9}, at::kDouble);
+  bd.requires_grad_();
+  const auto none = at::zeros({1}, at::kDouble);
+  EXPECT_TRUE(gradcheck(
+      [&] { return testing::projection_loss(kernels::layer_norm(xd, wd, bd, 1e-5), none, 2); },
+      {xd, wd, bd}));
+}
+
+TEST(LayerNormKernel, TheSameOnAnyThreads) {
+  at::manual_seed(47);
+  const auto x = at::randn({700, 256}), w = at::randn({256}), b = at::randn({256});
+  const auto upstream = at::randn({700, 256});
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+    auto br = b.clone().requires_grad_();
+    auto y = kernels::layer_norm(xr, wr, br, 1e-5);
+    auto grads = torch::autograd::grad({y}, {xr, wr, br}, {upstream});
+    grads.push_back(y);
+    return grads;
+  };
+  const auto one = run(1), two = run(2);
+  set_threads(1);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(at::equal(one[i], two[i])) << i;
 }
 
 // Every row count either side of the GEMV/GEMM switch, a strided weight (a narrow of a wider
@@ -497,6 +551,23 @@ TEST(RaggedRows, UnpadIsIndexSelectAndPadItsGradient) {
   EXPECT_TRUE(gradcheck([&] { return (kernels::unpad(xd, ragged) * r_real).sum(); }, {xd}));
   auto rd = real.clone().requires_grad_();
   EXPECT_TRUE(gradcheck([&] { return (kernels::pad(rd, ragged) * r_padded).sum(); }, {rd}));
+}
+
+// A batch large enough for the copies to be split between threads (sequences in blocks): still
+// index_select's rows, and pad still its inverse with zeros on the padding.
+TEST(RaggedRows, SplitBetweenThreadsTheRowsAreTheSame) {
+  at::manual_seed(22);
+  set_threads(2, ThreadPolicy::Kernels);
+  const auto lengths = at::randint(0, 31, {64}, at::kLong);
+  const auto mask = at::arange(30, at::kLong).unsqueeze(0) < lengths.unsqueeze(1);  // [64, 30]
+  const auto ragged = kernels::Ragged::from_mask(mask);
+  const auto x = at::randn({64, 30, 256});  // 1.9 MiB: several parts
+  const auto real =
+      x.reshape({64 * 30, 256}).index_select(0, mask.reshape(-1).nonzero().squeeze(1));
+  const auto unpadded = kernels::unpad(x, ragged), padded = kernels::pad(real, ragged);
+  set_threads(1);
+  EXPECT_TRUE(at::equal(unpadded, real));
+  EXPECT_TRUE(at::equal(padded, x * mask.unsqueeze(2)));
 }
 
 TEST(RaggedRows, RefusesAMaskThatIsNotAPrefixAndShapesThatDoNotFit) {

@@ -6,25 +6,18 @@
 #include <cmath>
 #include <numeric>
 
+#include "layer_norm_rows.h"
 #include "simd.h"
 #include "softmax_row.h"
 
 namespace attnkit::kernels {
 namespace {
 
-// out = (x - mean) / sqrt(var + eps) * w + b over one row of D, as at::layer_norm.
-void layer_norm_row(const float* x, const float* w, const float* b, int64_t D, double eps,
-                    float* out) {
-  float mean = simd::sum_of(x, D) / static_cast<float>(D), var = 0;
-  for (int64_t i = 0; i < D; ++i) var += (x[i] - mean) * (x[i] - mean);
-  const float rstd = 1.f / std::sqrt(var / static_cast<float>(D) + static_cast<float>(eps));
-  for (int64_t i = 0; i < D; ++i) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
-}
-
+// out = (x - mean) / sqrt(var + eps) * w + b over each row of D, as at::layer_norm; out may be x.
 void layer_norm(const float* x, int64_t rows, int64_t D, const at::Tensor& w, const at::Tensor& b,
                 double eps, float* out) {
-  for (int64_t r = 0; r < rows; ++r)
-    layer_norm_row(x + r * D, w.data_ptr<float>(), b.data_ptr<float>(), D, eps, out + r * D);
+  layer_norm_rows::forward<float>(x, w.data_ptr<float>(), b.data_ptr<float>(), out,
+                                  /*mean=*/nullptr, /*rstd=*/nullptr, 0, rows, D, eps);
 }
 
 // A sublayer's output o joins the residual stream h: h + o pre-norm, norm(h + o) post-norm.

@@ -6,6 +6,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/layer_norm.h"
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/masked_softmax.h"
 
@@ -58,10 +59,16 @@ at::Tensor feed_forward(const at::Tensor& x, const kernels::PackedLinear& linear
   return linear2(o.activation() == Activation::Gelu ? at::gelu(h) : at::relu_(h));
 }
 
+// The module holds the parameters (torch.nn's state_dict names); the rows go through
+// kernels::layer_norm, on the kernels' threads.
+at::Tensor normed(torch::nn::LayerNorm& norm, const at::Tensor& x) {
+  return kernels::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
+}
+
 // One sublayer with its residual connection: x + f(norm(x)) pre-norm, norm(x + f(x)) post-norm.
 template <typename F>
 at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, bool norm_first, const F& f) {
-  return norm_first ? x + f(norm(x)) : norm(x + f(x));
+  return norm_first ? x + f(normed(norm, x)) : normed(norm, x + f(x));
 }
 
 // An attention sublayer's output as it joins the residual stream; `weights` (optional) receives
@@ -297,7 +304,7 @@ at::Tensor TransformerEncoderImpl::forward(const at::Tensor& x, const at::Tensor
     h = layer(i).forward(h, mask, weights ? &w : nullptr, packed.empty() ? nullptr : &packed[i]);
     if (weights) weights->push_back({w, {}});
   }
-  return norm(h);
+  return normed(norm, h);
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(const LayerOptions& options, int64_t num_layers)
@@ -322,7 +329,7 @@ at::Tensor TransformerDecoderImpl::forward(const at::Tensor& x, const at::Tensor
     h = layer(i).forward(h, memory, self_mask, memory_mask, weights ? &w : nullptr, ragged);
     if (weights) weights->push_back(std::move(w));
   }
-  return norm(h);
+  return normed(norm, h);
 }
 
 at::Tensor TransformerDecoderImpl::step(const at::Tensor& x, std::vector<LayerCache>& caches,
@@ -336,7 +343,7 @@ at::Tensor TransformerDecoderImpl::step(const at::Tensor& x, std::vector<LayerCa
                       packed.empty() ? nullptr : &packed[i]);
     if (cross_weights) cross_weights->push_back(std::move(w));
   }
-  return norm(h);
+  return normed(norm, h);
 }
 
 TransformerImpl::TransformerImpl(const LayerOptions& options, int64_t encoder_layers,

@@ -1,0 +1,115 @@
+#include "attnkit/kernels/layer_norm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <vector>
+
+#include "layer_norm_rows.h"
+#include "products.h"
+#include "row_parts.h"
+#include "simd.h"
+
+namespace attnkit::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// fn(from, to) over R rows in contiguous blocks, one per thread part: a few elementwise passes
+// per row, so a part must bring 64 Ki elements.
+template <typename Fn>
+void for_each_row_block(int64_t R, int64_t D, const Fn& fn) {
+  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(R), R * D / (1 << 16)));
+  for_each_row_part(
+      parts, [&](RowPart part) { fn(R * part.first / parts, R * (part.first + 1) / parts); });
+}
+
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// y, mean, rstd for x [R, D] contiguous.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> normalise(const at::Tensor& x, const at::Tensor& w,
+                                                         const at::Tensor& b, double eps) {
+  const int64_t R = x.size(0), D = x.size(1);
+  auto y = at::empty_like(x), mean = at::empty({R}, x.options()),
+       rstd = at::empty({R}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "attnkit_layer_norm", [&] {
+    for_each_row_block(R, D, [&](int64_t from, int64_t to) {
+      layer_norm_rows::forward<scalar_t>(x.data_ptr<scalar_t>(), data_or_null<scalar_t>(w),
+                                         data_or_null<scalar_t>(b), y.data_ptr<scalar_t>(),
+                                         mean.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(), from,
+                                         to, D, eps);
+    });
+  });
+  return {y, mean, rstd};
+}
+
+class LayerNorm : public torch::autograd::Function<LayerNorm> {
+ public:
+  // x [R, D] contiguous; w, b [D] contiguous or undefined.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b, double eps) {
+    RECORD_FUNCTION("attnkit::layer_norm", std::vector<c10::IValue>());
+    auto [y, mean, rstd] = normalise(x, w, b, eps);
+    ctx->save_for_backward({x, w, mean, rstd});
+    ctx->saved_data["bias"] = b.defined();
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const auto dy = grads[0].contiguous();
+    const int64_t R = x.size(0), D = x.size(1);
+    auto dx = at::empty_like(x);
+    const bool weight_grad = w.defined() && ctx->needs_input_grad(1);
+    auto scaled = weight_grad ? at::empty_like(x) : at::Tensor();  // dy * xhat
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "attnkit_layer_norm_backward", [&] {
+      for_each_row_block(R, D, [&](int64_t from, int64_t to) {
+        layer_norm_rows::backward<scalar_t>(
+            x.data_ptr<scalar_t>(), data_or_null<scalar_t>(w), dy.data_ptr<scalar_t>(),
+            mean.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(),
+            weight_grad ? scaled.data_ptr<scalar_t>() : nullptr, from, to, D);
+      });
+    });
+    at::Tensor dw, db;
+    if (weight_grad) dw = products::column_sums(scaled);
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
+      db = products::column_sums(dy);
+    return {dx, dw, db, {}};
+  }
+};
+
+bool cpu_floating(const at::Tensor& t, at::ScalarType type) {
+  return t.device().is_cpu() && t.scalar_type() == type;
+}
+
+}  // namespace
+
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      double eps) {
+  TORCH_CHECK(x.dim() >= 1, "layer_norm: x must have a last dimension, got ", x.sizes());
+  const int64_t D = x.size(-1);
+  for (const auto* t : {&weight, &bias})
+    TORCH_CHECK(!t->defined() || (t->dim() == 1 && t->size(0) == D), "layer_norm: weight and bias ",
+                "must be [", D, "], got ", t->sizes());
+  const auto type = x.scalar_type();
+  const bool fast = x.device().is_cpu() && (type == at::kFloat || type == at::kDouble) &&
+                    weight.defined() && bias.defined() && cpu_floating(weight, type) &&
+                    cpu_floating(bias, type) && x.numel() > 0;
+  if (!fast) return at::layer_norm(x, {D}, weight, bias, eps);
+  const auto rows = x.contiguous().view({-1, D});
+  const auto w = weight.contiguous(), b = bias.contiguous();
+  const bool needs_grad =
+      at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || b.requires_grad());
+  if (!needs_grad) return std::get<0>(normalise(rows, w, b, eps)).view(x.sizes());
+  return LayerNorm::apply(rows, w, b, eps).view(x.sizes());
+}
+
+}  // namespace attnkit::kernels
