@@ -8,6 +8,7 @@
 
 #include <limits>
 
+#include "attnkit/core/info.h"
 #include "attnkit/kernels/top_k.h"
 #include "attnkit/seq2seq/fused_step.h"
 #include "attnkit/seq2seq/search.h"
@@ -97,6 +98,38 @@ TEST(FusedStep, ARowGivesTheSameBitsAloneAsInABatch) {
   }
 }
 
+// A beam search's step at batch 32 has enough rows for the kernels' threads to share its
+// per-row work (the gates, the attention rows, the combine's tanh) as well as its products: the
+// same bits on one thread and two. 128 rows of 256 units, 12 source positions: every one of
+// those loops is split.
+TEST(FusedStep, RowsSplitBetweenThreadsGiveTheSameBits) {
+  at::manual_seed(25);
+  Seq2Seq model(Seq2SeqOptions(17, 19).embed_size(32).hidden_size(256).layers(2));
+  model->eval();
+  c10::InferenceMode inference;
+  const int64_t rows = 128;
+  auto source = at::randint(1, 17, {rows, 12}, at::kLong);
+  auto lengths = at::randint(1, 13, {rows}, at::kLong);
+  const auto encoded = model->encoder->forward(source, lengths);
+  seq2seq::FusedStep fused(model->decoder);
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    auto state = fused.start(encoded);
+    auto tokens = at::full({rows}, 3, at::kLong);
+    std::vector<at::Tensor> outputs;
+    for (int t = 0; t < 3; ++t) {
+      auto out = fused.step(tokens, state);
+      outputs.insert(outputs.end(), {out.logits, out.attention, out.feed, state.hidden.clone()});
+      tokens = out.logits.argmax(-1);
+    }
+    return outputs;
+  };
+  const auto one = run(1), two = run(2);
+  set_threads(1);
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_TRUE(at::equal(one[i], two[i])) << "step " << i / 4 << ", output " << i % 4;
+}
+
 // The first layer's embedding projection and the packed weights are cached per decoder: training
 // or loading weights in place must rebuild them, and another model must not see them. 9 rows:
 // the packed weights are used.
@@ -174,9 +207,8 @@ TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
     auto scores = at::randn({k}, at::kDouble) * 2;
     if (trial % 3 == 0) scores[2] = -std::numeric_limits<double>::infinity();  // a dead beam
     std::vector<double> beam_scores(scores.data_ptr<double>(), scores.data_ptr<double>() + k);
-    std::vector<float> scratch;
     auto actual =
-        kernels::best_extensions(logits.data_ptr<float>(), k, V, beam_scores.data(), want, scratch);
+        kernels::best_extensions(logits.data_ptr<float>(), k, V, beam_scores.data(), want);
     auto total = (scores.unsqueeze(1) + at::log_softmax(logits, -1).to(at::kDouble)).view({-1});
     auto [top, index] = total.topk(want);
     ASSERT_EQ(static_cast<int64_t>(actual.size()), want);
@@ -186,6 +218,33 @@ TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
           << "trial " << trial;
     }
   }
+}
+
+// A step's sentences ranked at once, split between threads, are each ranked as alone: the same
+// candidates and the same score bits on one thread and two.
+TEST(BeamCandidates, SentencesRankedTogetherAsAloneOnAnyThreads) {
+  at::manual_seed(24);
+  const int64_t sentences = 37, k = 5, V = 1003, want = 10;  // 37 * 5 * 1003: parts of 64 Ki
+  auto logits = (at::randn({sentences * k, V}) * 4).contiguous();
+  auto scores = (at::randn({sentences * k}, at::kDouble) * 3).contiguous();
+  scores[7] = -std::numeric_limits<double>::infinity();  // a dead beam
+  const float* x = logits.data_ptr<float>();
+  const double* s = scores.data_ptr<double>();
+  for (int threads : {1, 2}) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    const auto together = kernels::best_extensions(x, sentences, k, V, s, want);
+    ASSERT_EQ(static_cast<int64_t>(together.size()), sentences);
+    for (int64_t i = 0; i < sentences; ++i) {
+      const auto alone = kernels::best_extensions(x + i * k * V, k, V, s + i * k, want);
+      ASSERT_EQ(together[i].size(), alone.size()) << "sentence " << i << ", " << threads;
+      for (size_t c = 0; c < alone.size(); ++c) {
+        EXPECT_EQ(together[i][c].score, alone[c].score) << "sentence " << i << ", " << threads;
+        EXPECT_EQ(together[i][c].beam, alone[c].beam);
+        EXPECT_EQ(together[i][c].token, alone[c].token);
+      }
+    }
+  }
+  set_threads(1);
 }
 
 TEST(FusedStep, OtherConfigurationsKeepTheReferenceStep) {

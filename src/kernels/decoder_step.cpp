@@ -116,7 +116,11 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
     float* h_out = new_hidden.data_ptr<float>() + l * N * H;
     if (l > 0) product(x, N, p.w_ih[l], gi_.data());
     product(h, N, p.w_hh[l], gh_.data());
-    gru_gates(gi_.data(), gh_.data(), h, h_out, N, H);
+    // Two sigmoids and a tanh per hidden unit: about 12 elements' worth of work each.
+    for_each_row_block(N, 12 * H, [&](int64_t from, int64_t to) {
+      gru_gates(gi_.data() + from * 3 * H, gh_.data() + from * 3 * H, h + from * H,
+                h_out + from * H, to - from, H);
+    });
     x = h_out;
   }
   const float* top = x;  // [N, H]
@@ -129,27 +133,34 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
               *v = p.v.data_ptr<float>();
   const bool* keep = mask.defined() ? mask.data_ptr<bool>() : nullptr;
   float* W = weights.data_ptr<float>();
-  for (int64_t n = 0; n < N; ++n) {
-    float* w = W + n * S;  // [S]
-    const bool* kept = keep ? keep + n * S : nullptr;
-    for (int64_t j = 0; j < S; ++j)
-      if (!kept || kept[j]) w[j] = simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
-    float* c = combine_in_.data() + n * (H + Hm);  // [h; context]
-    std::copy(top + n * H, top + (n + 1) * H, c);
-    float* ctx = c + H;
-    std::fill(ctx, ctx + Hm, 0.f);
-    // Nothing to attend to: zero weights and context, as the reference.
-    if (!masked_softmax_row(w, kept, w, S)) continue;
-    for (int64_t j = 0; j < S; ++j)
-      if (w[j] != 0.f) simd::axpy(w[j], M + (n * S + j) * Hm, ctx, Hm);
-  }
+  // A row's scores, weights and context read that row only: whole rows go to the kernels'
+  // threads (in a beam search at batch 32 this loop was the step's largest part on one core).
+  for_each_row_block(N, S * (3 * A + 2 * Hm), [&](int64_t from, int64_t to) {
+    for (int64_t n = from; n < to; ++n) {
+      float* w = W + n * S;  // [S]
+      const bool* kept = keep ? keep + n * S : nullptr;
+      for (int64_t j = 0; j < S; ++j)
+        if (!kept || kept[j])
+          w[j] = simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
+      float* c = combine_in_.data() + n * (H + Hm);  // [h; context]
+      std::copy(top + n * H, top + (n + 1) * H, c);
+      float* ctx = c + H;
+      std::fill(ctx, ctx + Hm, 0.f);
+      // Nothing to attend to: zero weights and context, as the reference.
+      if (!masked_softmax_row(w, kept, w, S)) continue;
+      for (int64_t j = 0; j < S; ++j)
+        if (w[j] != 0.f) simd::axpy(w[j], M + (n * S + j) * Hm, ctx, Hm);
+    }
+  });
 
   // feed = tanh(W_c [h; context] + b_c), logits = W_o feed + b_o
   DecoderStepOutputs out;
   out.feed = at::empty({N, 1, H});
   float* f = out.feed.data_ptr<float>();
   product(combine_in_.data(), N, p.combine, f);
-  simd::tanh_inplace(f, N * H);
+  for_each_range(
+      N * H, [&](int64_t from, int64_t to) { simd::tanh_inplace(f + from, to - from); },
+      /*per_index=*/4);
   out.logits = at::empty({N, V});
   product(f, N, p.output, out.logits.data_ptr<float>());
   out.hidden = new_hidden;

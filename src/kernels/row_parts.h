@@ -92,6 +92,19 @@ void for_each_range(int64_t n, const Fn& fn, int64_t per_index = 1) {
   });
 }
 
+// fn(from, to) over rows [0, rows) in contiguous blocks, one per thread part, for rows whose
+// results depend on that row alone (so the split changes nothing). As for for_each_range, a part
+// must bring about 64 Ki elements of work, a row counting as `per_row`; unlike it, blocks start
+// on any row, since a step's rows are few and each is long.
+template <typename Fn>
+void for_each_row_block(int64_t rows, int64_t per_row, const Fn& fn) {
+  constexpr int64_t kPerPart = 1 << 16;
+  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(rows), rows * per_row / kPerPart));
+  if (parts == 1) return fn(int64_t{0}, rows);
+  for_each_row_part(
+      parts, [&](RowPart part) { fn(rows * part.first / parts, rows * (part.first + 1) / parts); });
+}
+
 // fn(t, from, to) over the elements of several tensors (sizes[t] each) taken as one range and
 // split as for_each_range splits it: [from, to) is a piece of tensor t. One hand-off for a whole
 // optimizer step instead of one per parameter, most of which are too small to split.

@@ -258,11 +258,15 @@ inline void tanh_inplace(T* x, int64_t n) {
   tanh_inplace_scalar(x, n);
 }
 
-// p[j] = exp(s[j] - m) for j < n (exactly 0 for s[j] = -inf); returns the sum.
+// p[j] = exp(s[j] - m) for j < n (exactly 0 for s[j] = -inf); returns the sum. A null p only
+// sums (exp_sum): the same bits, without a row of stores the caller would not read.
 template <typename T>
 inline T exp_shift_scalar(const T* s, T* p, int n, T m, T sum = 0) {
-  for (int j = 0; j < n; ++j)
-    sum += (p[j] = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(s[j] - m));
+  for (int j = 0; j < n; ++j) {
+    const T e = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(s[j] - m);
+    if (p) p[j] = e;
+    sum += e;
+  }
   return sum;
 }
 
@@ -273,10 +277,10 @@ __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, 
   int j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    _mm256_storeu_ps(p + j, e);
+    if (p) _mm256_storeu_ps(p + j, e);
     acc = _mm256_add_ps(acc, e);
   }
-  return exp_shift_scalar(s + j, p + j, n - j, m, hsum(acc));
+  return exp_shift_scalar(s + j, p ? p + j : p, n - j, m, hsum(acc));
 }
 
 // p[j] = a exp(s[j] - m) + b for j < n, in one pass.
@@ -312,7 +316,7 @@ __attribute__((target("avx512f,avx2,fma"))) inline float exp_shift_avx512(const 
   int j = 0;
   for (; j + 16 <= n; j += 16) {
     const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
-    _mm512_storeu_ps(p + j, e);
+    if (p) _mm512_storeu_ps(p + j, e);
     // The halves by zero-masked extracts: GCC 12's cast and plain extract warn as above.
     const __m512d e2 = _mm512_castps_pd(e);
     acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, e2, 0)));
@@ -320,11 +324,11 @@ __attribute__((target("avx512f,avx2,fma"))) inline float exp_shift_avx512(const 
   }
   if (j + 8 <= n) {
     const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
-    _mm256_storeu_ps(p + j, e);
+    if (p) _mm256_storeu_ps(p + j, e);
     acc = _mm256_add_ps(acc, e);
     j += 8;
   }
-  return exp_shift_scalar(s + j, p + j, n - j, m, hsum(acc));
+  return exp_shift_scalar(s + j, p ? p + j : p, n - j, m, hsum(acc));
 }
 
 template <typename T>
@@ -334,6 +338,12 @@ inline T exp_shift(const T* s, T* p, int n, T m) {
     if (use_avx2()) return exp_shift_avx2(s, p, n, m);
   }
   return exp_shift_scalar(s, p, n, m);
+}
+
+// sum_j exp(s[j] - m), in exp_shift's order: the same bits, with nothing stored.
+template <typename T>
+inline T exp_sum(const T* s, int n, T m) {
+  return exp_shift(s, static_cast<T*>(nullptr), n, m);
 }
 
 // b[i] = a[i] (b[i] - c) for i < n: the softmax's backward, dS = P (dP - D), one row. The vector

@@ -5,15 +5,15 @@
 #include <limits>
 #include <utility>
 
+#include "row_parts.h"
 #include "simd.h"
 
 namespace attnkit::kernels {
 namespace {
 
-// log sum_j exp(x[j]) given m = max_j x[j].
-float log_sum_exp(const float* x, int64_t vocab, float m, std::vector<float>& scratch) {
-  scratch.resize(vocab);
-  return m + std::log(simd::exp_shift(x, scratch.data(), static_cast<int>(vocab), m));
+// log sum_j exp(x[j]) given m = max_j x[j]: a sum of exponentials, none of them stored.
+float log_sum_exp(const float* x, int64_t vocab, float m) {
+  return m + std::log(simd::exp_sum(x, static_cast<int>(vocab), m));
 }
 
 // The `want` largest logits of a row, ascending: one pass that skips, with a vector compare, the
@@ -35,15 +35,16 @@ void largest(const float* x, int64_t vocab, int64_t want,
 }  // namespace
 
 std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
-                                       const double* beam_scores, int64_t want,
-                                       std::vector<float>& scratch) {
+                                       const double* beam_scores, int64_t want) {
   std::vector<Candidate> all;
   std::vector<std::pair<float, int64_t>> top;  // ascending by logit, at most `want`
   for (int64_t i = 0; i < k; ++i) {
     if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
     const float* x = logits + i * vocab;
-    const float lse = log_sum_exp(x, vocab, simd::max_of(x, vocab), scratch);
     largest(x, vocab, want, top);
+    // The largest kept is the row's maximum: two passes over the row, not three.
+    const float lse =
+        log_sum_exp(x, vocab, top.empty() ? simd::max_of(x, vocab) : top.back().first);
     for (const auto& [value, token] : top)
       all.push_back({beam_scores[i] + static_cast<double>(value - lse), i, token});
   }
@@ -55,9 +56,20 @@ std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t v
   return all;
 }
 
-BestToken best_token(const float* logits, int64_t vocab, std::vector<float>& scratch) {
+std::vector<std::vector<Candidate>> best_extensions(const float* logits, int64_t sentences,
+                                                    int64_t k, int64_t vocab,
+                                                    const double* beam_scores, int64_t want) {
+  std::vector<std::vector<Candidate>> best(sentences);
+  for_each_row_block(sentences, k * vocab, [&](int64_t from, int64_t to) {
+    for (int64_t s = from; s < to; ++s)
+      best[s] = best_extensions(logits + s * k * vocab, k, vocab, beam_scores + s * k, want);
+  });
+  return best;
+}
+
+BestToken best_token(const float* logits, int64_t vocab) {
   const int64_t token = std::max_element(logits, logits + vocab) - logits;
-  return {token, logits[token] - log_sum_exp(logits, vocab, logits[token], scratch)};
+  return {token, logits[token] - log_sum_exp(logits, vocab, logits[token])};
 }
 
 }  // namespace attnkit::kernels

@@ -124,8 +124,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepDecoder& decoder, const a
   std::vector<Hypothesis> hyps(batch);
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
   std::vector<Trail> trails(batch);        // each sentence's (step, row) pairs
-  std::vector<float> scratch;
-  std::vector<int64_t> active(batch);  // sentences still decoding, one row each
+  std::vector<int64_t> active(batch);      // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     auto out = step(tokens);
@@ -135,7 +134,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepDecoder& decoder, const a
     std::vector<int64_t> keep_rows, still_active, next;
     for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
       const auto [token, log_prob] =
-          kernels::best_token(logits.data_ptr<float>() + a * vocab, vocab, scratch);
+          kernels::best_token(logits.data_ptr<float>() + a * vocab, vocab);
       const int64_t b = active[a];
       hyps[b].log_prob += static_cast<double>(log_prob);
       trails[b].emplace_back(t, a);
@@ -256,7 +255,6 @@ std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at:
   std::vector<at::Tensor> step_attention;  // [rows of that step, S] per step
   std::vector<Beams> beams(batch, Beams(k));
   std::vector<std::vector<Hypothesis>> finished(batch);
-  std::vector<float> scratch;
 
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     const int64_t rows = static_cast<int64_t>(active.size());
@@ -268,13 +266,12 @@ std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at:
     const int64_t want = std::min(2 * k, k * vocab);
     std::vector<int64_t> still_active, kept, origin, next_tokens;
     std::vector<double> next_scores;
+    const auto candidates =
+        kernels::best_extensions(logits.data_ptr<float>(), rows, width, vocab, scores.data(), want);
     for (int64_t a = 0; a < rows; ++a) {
       const int64_t b = active[a];
-      const auto candidates =
-          kernels::best_extensions(logits.data_ptr<float>() + a * width * vocab, width, vocab,
-                                   scores.data() + a * width, want, scratch);
-      auto next =
-          extend(candidates, beams[b], a, width, t, limits[b], k, o, step_attention, finished[b]);
+      auto next = extend(candidates[a], beams[b], a, width, t, limits[b], k, o, step_attention,
+                         finished[b]);
       // A finished sentence leaves the batch, so later steps compute only those still searching.
       if (!next) continue;
       still_active.push_back(b);
