@@ -15,6 +15,9 @@
 //                                        (kernels/attention_decoder.h) or step by step
 //   Encoder/fwdbwd                       the benchmark model's encoder (bidirectional GRU 256,
 //                                        B = 64, S = 4 .. 12), forward and backward
+//   BeamRanking/32x5x2784/<random|by_frequency>  one beam step's choice of extensions: 32
+//                                        sentences of 5 beams, logits N(0, 9) over 2784 tokens
+//                                        (by_frequency: minus 2 log(1 + id)), 10 wanted each
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
@@ -38,6 +41,7 @@
 #include "attnkit/kernels/fused_attention.h"
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/matmul.h"
+#include "attnkit/kernels/top_k.h"
 #include "attnkit/seq2seq/model.h"
 #include "attnkit/train/step.h"
 #include "kernels/int8_gemm.h"
@@ -235,6 +239,19 @@ void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64
       benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+void beam_ranking_case(benchmark::State& state, bool by_frequency) {
+  at::manual_seed(0);
+  const int64_t sentences = 32, k = 5, vocab = 2784, want = 2 * k;
+  auto logits = at::randn({sentences * k, vocab}) * 3;
+  // Vocabularies number tokens by frequency: the low ids' logits are larger on the whole.
+  if (by_frequency) logits -= 2 * at::log1p(at::arange(vocab, at::kFloat));
+  logits = logits.contiguous();
+  auto scores = (at::randn({sentences * k}, at::kDouble) * 2).contiguous();
+  for (auto _ : state)
+    benchmark::DoNotOptimize(kernels::best_extensions(logits.data_ptr<float>(), sentences, k, vocab,
+                                                      scores.data_ptr<double>(), want));
+}
+
 void register_all() {
   for (auto score : {ScoreKind::Concat, ScoreKind::Additive, ScoreKind::Bahdanau,
                      ScoreKind::ScaledDot, ScoreKind::Dot, ScoreKind::General})
@@ -278,6 +295,11 @@ void register_all() {
   benchmark::RegisterBenchmark("Encoder/fwdbwd", encoder_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("PackedGemm/1024", packed_gemm_case)->Unit(benchmark::kMillisecond);
+  for (bool by_frequency : {false, true})
+    benchmark::RegisterBenchmark(
+        by_frequency ? "BeamRanking/32x5x2784/by_frequency" : "BeamRanking/32x5x2784/random",
+        beam_ranking_case, by_frequency)
+        ->Unit(benchmark::kMicrosecond);
   // A greedy step's projections and output layer, a beam step's (5 beams x 32), a training-size
   // block.
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{

@@ -220,6 +220,34 @@ TEST(BeamCandidates, EqualTheTopKOverAllExtensions) {
   }
 }
 
+// Logits with many equal values: the cut keeps the lower beam, then the lower token id, as the
+// header promises; checked against sorting every extension by (score, beam, token).
+TEST(BeamCandidates, TiesGoToTheLowerBeamThenTheLowerToken) {
+  at::manual_seed(26);
+  const int64_t k = 3, V = 200, want = 6;
+  for (int trial = 0; trial < 20; ++trial) {
+    auto logits = at::randint(-3, 2, {k, V}).to(at::kFloat).contiguous();  // five values
+    // Larger logits late in a row, after the equal ones at the cut filled the places.
+    if (trial % 4 < 2) logits.narrow(1, V - 1 - trial % 3, 1 + trial % 3).fill_(3.f);
+    std::vector<double> beam_scores = {0.0, trial % 2 ? 0.0 : -0.5, -1.0};
+    auto lse = at::logsumexp(logits, -1).to(at::kDouble);
+    std::vector<kernels::Candidate> all;
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < V; ++j)
+        all.push_back({beam_scores[i] + logits[i][j].item<double>() - lse[i].item<double>(), i, j});
+    std::stable_sort(all.begin(), all.end(),
+                     [](const auto& a, const auto& b) { return a.score > b.score + 1e-9; });
+    auto actual =
+        kernels::best_extensions(logits.data_ptr<float>(), k, V, beam_scores.data(), want);
+    ASSERT_EQ(static_cast<int64_t>(actual.size()), want);
+    for (int64_t c = 0; c < want; ++c) {
+      EXPECT_EQ(actual[c].beam, all[c].beam) << "trial " << trial << ", candidate " << c;
+      EXPECT_EQ(actual[c].token, all[c].token) << "trial " << trial << ", candidate " << c;
+      EXPECT_NEAR(actual[c].score, all[c].score, 1e-5);
+    }
+  }
+}
+
 // A step's sentences ranked at once, split between threads, are each ranked as alone: the same
 // candidates and the same score bits on one thread and two.
 TEST(BeamCandidates, SentencesRankedTogetherAsAloneOnAnyThreads) {
