@@ -98,6 +98,38 @@ TEST(FusedStep, ARowGivesTheSameBitsAloneAsInABatch) {
   }
 }
 
+// A beam search's rows read their sentence's source fields through source_row, one copy per
+// sentence that reorders leave alone: the same bits as a copy per row, also after the beams
+// were reordered and a sentence left.
+TEST(FusedStep, BeamsReadTheirSentencesSourceAsACopyPerRow) {
+  auto model = make_model(Case{ScoreKind::Bahdanau, 2, true});
+  c10::InferenceMode inference;
+  auto source = at::randint(1, 17, {3, 6}, at::kLong);
+  auto lengths = at::tensor({6, 2, 4}, at::kLong);
+  seq2seq::FusedStep fused(model->decoder);
+  auto shared = fused.start(model->encoder->forward(source, lengths));
+  ASSERT_TRUE(shared.source_row.defined());
+  auto per_row = shared;
+  per_row.source_row = at::Tensor();
+  // 3 sentences of 2 beams, then beams swapped within sentences, then sentence 1 gone.
+  const std::vector<at::Tensor> origins = {at::tensor({0, 0, 1, 1, 2, 2}, at::kLong),
+                                           at::tensor({1, 0, 2, 3, 5, 4}, at::kLong),
+                                           at::tensor({0, 1, 4, 5}, at::kLong)};
+  auto tokens = at::full({3}, 4, at::kLong);
+  for (size_t t = 0; t < origins.size(); ++t) {
+    shared = shared.reorder_beams(origins[t], at::Tensor());
+    per_row = per_row.reorder_beams(origins[t], /*source_rows=*/origins[t]);
+    tokens = tokens.index_select(0, origins[t]);
+    EXPECT_EQ(shared.memory.size(0), 3) << "the sentences' copy stays as it was";
+    EXPECT_EQ(per_row.memory.size(0), origins[t].size(0));
+    auto a = fused.step(tokens, shared), b = fused.step(tokens, per_row);
+    EXPECT_TRUE(at::equal(a.logits, b.logits)) << "step " << t;
+    EXPECT_TRUE(at::equal(a.attention, b.attention)) << "step " << t;
+    EXPECT_TRUE(at::equal(shared.hidden, per_row.hidden)) << "step " << t;
+    tokens = a.logits.argmax(-1);
+  }
+}
+
 // A beam search's step at batch 32 has enough rows for the kernels' threads to share its
 // per-row work (the gates, the attention rows, the combine's tanh) as well as its products: the
 // same bits on one thread and two. 128 rows of 256 units, 12 source positions: every one of

@@ -85,12 +85,18 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   const auto tokens = in.tokens.to(at::kLong).contiguous();
   const int64_t N = tokens.size(0), L = static_cast<int64_t>(p.w_hh.size());
   const int64_t H = p.hidden, A = p.query.out(), V = p.output.out();
-  const int64_t S = in.memory.size(1), Hm = in.memory.size(2);
-  TORCH_CHECK(in.hidden.size(0) == L && in.hidden.size(1) == N && in.memory.size(0) == N &&
-                  in.keys.size(2) == A,
+  const int64_t B = in.memory.size(0), S = in.memory.size(1), Hm = in.memory.size(2);
+  TORCH_CHECK(in.hidden.size(0) == L && in.hidden.size(1) == N &&
+                  (in.source_row.defined() ? in.source_row.numel() == N : B == N) &&
+                  in.keys.size(0) == B && in.keys.size(2) == A,
               "DecoderStep: the state's rows do not match the ", N, " tokens");
+  const auto source_row =
+      in.source_row.defined() ? in.source_row.to(at::kLong).contiguous() : at::Tensor();
+  const int64_t* src = source_row.defined() ? source_row.data_ptr<int64_t>() : nullptr;
+  for (int64_t n = 0; src && n < N; ++n)
+    TORCH_CHECK(src[n] >= 0 && src[n] < B, "DecoderStep: source row ", src[n], " of ", B);
   const auto memory = in.memory.contiguous(), keys = in.keys.contiguous();
-  const auto mask = in.mask.defined() ? in.mask.expand({N, 1, S}).contiguous() : at::Tensor();
+  const auto mask = in.mask.defined() ? in.mask.expand({B, 1, S}).contiguous() : at::Tensor();
   const auto hidden = in.hidden.contiguous();
   gi_.resize(N * 3 * H);
   gh_.resize(N * 3 * H);
@@ -137,11 +143,12 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   // threads (in a beam search at batch 32 this loop was the step's largest part on one core).
   for_each_row_block(N, S * (3 * A + 2 * Hm), [&](int64_t from, int64_t to) {
     for (int64_t n = from; n < to; ++n) {
-      float* w = W + n * S;  // [S]
-      const bool* kept = keep ? keep + n * S : nullptr;
+      const int64_t b = src ? src[n] : n;  // the row's source
+      float* w = W + n * S;                // [S]
+      const bool* kept = keep ? keep + b * S : nullptr;
       for (int64_t j = 0; j < S; ++j)
         if (!kept || kept[j])
-          w[j] = simd::tanh_dot(query_.data() + n * A, K + (n * S + j) * A, v, A);
+          w[j] = simd::tanh_dot(query_.data() + n * A, K + (b * S + j) * A, v, A);
       float* c = combine_in_.data() + n * (H + Hm);  // [h; context]
       std::copy(top + n * H, top + (n + 1) * H, c);
       float* ctx = c + H;
@@ -149,7 +156,7 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
       // Nothing to attend to: zero weights and context, as the reference.
       if (!masked_softmax_row(w, kept, w, S)) continue;
       for (int64_t j = 0; j < S; ++j)
-        if (w[j] != 0.f) simd::axpy(w[j], M + (n * S + j) * Hm, ctx, Hm);
+        if (w[j] != 0.f) simd::axpy(w[j], M + (b * S + j) * Hm, ctx, Hm);
     }
   });
 

@@ -72,7 +72,9 @@ FusedStep::FusedStep(const Decoder& d)
     : decoder_(d), weights_(packed_weights(checked(d))), step_(weights_) {}
 
 DecoderState FusedStep::start(const EncoderOutput& encoded) {
-  return decoder_->start(encoded, weights_->project_keys(encoded.memory));
+  auto state = decoder_->start(encoded, weights_->project_keys(encoded.memory));
+  state.source_row = at::arange(encoded.memory.size(0), at::kLong);
+  return state;
 }
 
 StepOutput FusedStep::step(const at::Tensor& tokens, DecoderState& s) {
@@ -83,6 +85,7 @@ StepOutput FusedStep::step(const at::Tensor& tokens, DecoderState& s) {
   in.memory = s.memory;
   in.keys = s.keys;
   in.mask = s.mask;
+  in.source_row = s.source_row;
   auto out = step_(in);
   s.hidden = out.hidden;
   s.feed = out.feed;

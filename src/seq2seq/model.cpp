@@ -135,7 +135,9 @@ DecoderState DecoderState::reorder_beams(const at::Tensor& origin,
   DecoderState s = *this;
   s.hidden = hidden.index_select(1, origin);
   s.feed = feed.index_select(0, origin);
-  if (source_rows.defined()) {
+  if (source_row.defined()) {
+    s.source_row = source_row.index_select(0, origin);
+  } else if (source_rows.defined()) {
     s.memory = memory.index_select(0, source_rows);
     s.keys = keys.index_select(0, source_rows);
     s.mask = mask.index_select(0, source_rows);

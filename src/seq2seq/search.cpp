@@ -76,8 +76,8 @@ class Seq2SeqDecoder : public StepDecoder {
     return {out.logits, out.attention};
   }
   void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width) override {
-    at::Tensor source_rows;  // the source fields hold one row per hypothesis
-    if (sentences.defined() || width != width_) {
+    at::Tensor source_rows;  // the reference step's source fields hold one row per hypothesis
+    if (!state_.source_row.defined() && (sentences.defined() || width != width_)) {
       auto kept = sentences.defined() ? sentences : at::arange(origin.size(0) / width, at::kLong);
       source_rows = (kept * width_).repeat_interleave(width);
     }

@@ -60,14 +60,18 @@ class PackedDecoderWeights {
   std::unique_ptr<const Impl> impl_;
 };
 
-// What a step reads about the source and the steps so far (N rows, S source positions).
+// What a step reads about the source and the steps so far (N rows, S source positions, B
+// sources: N with a row per source, else the sentences whose beams the rows are).
 struct DecoderStepInputs {
   at::Tensor tokens;  // [N] the previous target tokens
   at::Tensor hidden;  // [L, N, H]
   at::Tensor feed;    // [N, 1, H] the previous attentional vector (input feeding only)
-  at::Tensor memory;  // [N, S, Hm]
-  at::Tensor keys;    // [N, S, A]: the memory through the key half of the score, with its bias
-  at::Tensor mask;    // [N, 1, S] true on real source tokens; undefined: all real
+  at::Tensor memory;  // [B, S, Hm]
+  at::Tensor keys;    // [B, S, A]: the memory through the key half of the score, with its bias
+  at::Tensor mask;    // [B, 1, S] true on real source tokens; undefined: all real
+  // [N] long: row n reads source row source_row[n] (a beam search's beams share their
+  // sentence's); undefined: row n reads row n (B = N).
+  at::Tensor source_row;
 };
 
 struct DecoderStepOutputs {

@@ -89,10 +89,15 @@ struct DecoderState {
   at::Tensor summary;  // [N, Hm]
   // The score's query weights, viewed once per sequence (Score::query_weight); not per row.
   at::Tensor query_weight;
+  // [N] long in FusedStep's states: row n's source fields are row source_row[n] of memory, keys,
+  // mask and summary, so a sentence's beams share one copy that no reorder moves (as
+  // CTranslate2 shares a sentence's cross-attention keys and values between its beams).
+  // Undefined in DecoderImpl's: the source fields have a row per hypothesis.
+  at::Tensor source_row;
   DecoderState select(const at::Tensor& index) const;  // rows `index` of every field
-  // Beam search's reorder: hidden and feed take rows `origin`; the source fields (memory, keys,
-  // mask, summary), equal for every beam of a sentence, take rows `source_rows`, or stay as
-  // they are when it is undefined.
+  // Beam search's reorder: hidden and feed take rows `origin`. The source fields, equal for
+  // every beam of a sentence, take rows `source_rows` (or stay as they are when it is undefined);
+  // with source_row, only source_row takes rows `origin`.
   DecoderState reorder_beams(const at::Tensor& origin, const at::Tensor& source_rows) const;
 };
 
