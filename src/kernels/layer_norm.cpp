@@ -19,15 +19,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// fn(from, to) over R rows in contiguous blocks, one per thread part: a few elementwise passes
-// per row, so a part must bring 64 Ki elements.
-template <typename Fn>
-void for_each_row_block(int64_t R, int64_t D, const Fn& fn) {
-  const int64_t parts = std::max<int64_t>(1, std::min(row_parts(R), R * D / (1 << 16)));
-  for_each_row_part(
-      parts, [&](RowPart part) { fn(R * part.first / parts, R * (part.first + 1) / parts); });
-}
-
 template <typename T>
 const T* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
