@@ -14,6 +14,7 @@
 #include "attnkit/attention/functional.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/adam.h"
+#include "attnkit/kernels/column_split.h"
 #include "attnkit/kernels/context.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/grad_norm.h"
@@ -576,6 +577,39 @@ TEST(RaggedRows, RefusesAMaskThatIsNotAPrefixAndShapesThatDoNotFit) {
   const auto ragged = kernels::Ragged::from_mask(at::ones({2, 3}, at::kBool));
   EXPECT_THROW(kernels::unpad(at::zeros({2, 4, 1}), ragged), c10::Error);
   EXPECT_THROW(kernels::pad(at::zeros({5, 1}), ragged), c10::Error);
+}
+
+// The two blocks are w's columns (views), and their gradients land in one [R, C] gradient with
+// the bits of two narrows' (a block without a gradient gets zeros), on one thread and two, in
+// float and double. 300 x 700: the backward's rows are split.
+TEST(ColumnSplit, ViewsWhoseGradientIsTheTwoNarrowsOnAnyThreads) {
+  at::manual_seed(31);
+  for (auto type : {at::kFloat, at::kDouble})
+    for (int use : {3, 1, 2}) {  // both blocks, the left only, the right only
+      SCOPED_TRACE(std::string(c10::toString(type)) + ", blocks " + std::to_string(use));
+      auto w0 = at::randn({300, 700}, type);
+      auto gl = at::randn({300, 200}, type), gr = at::randn({300, 500}, type);
+      auto reference = w0.clone().requires_grad_();
+      auto loss_of = [&](const at::Tensor& left, const at::Tensor& right) {
+        auto loss = at::zeros({}, type);
+        if (use & 1) loss = loss + (left * gl).sum();
+        if (use & 2) loss = loss + (right * gr).sum();
+        return loss;
+      };
+      loss_of(reference.narrow(1, 0, 200), reference.narrow(1, 200, 500)).backward();
+      for (int threads : {1, 2}) {
+        set_threads(threads, ThreadPolicy::Kernels);
+        auto w = w0.clone().requires_grad_();
+        auto [left, right] = kernels::split_columns(w, 200);
+        EXPECT_TRUE(at::equal(left, w0.narrow(1, 0, 200)));
+        EXPECT_TRUE(at::equal(right, w0.narrow(1, 200, 500)));
+        EXPECT_EQ(left.data_ptr(), w.data_ptr()) << "a view, not a copy";
+        loss_of(left, right).backward();
+        EXPECT_TRUE(at::equal(w.grad(), reference.grad())) << threads << " thread(s)";
+      }
+      set_threads(1);
+    }
+  EXPECT_THROW(kernels::split_columns(at::zeros({3, 4}), 4), c10::Error);
 }
 
 }  // namespace

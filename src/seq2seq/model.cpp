@@ -7,6 +7,7 @@
 #include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/kernels/attention_decoder.h"
+#include "attnkit/kernels/column_split.h"
 #include "attnkit/kernels/dispatch.h"
 #include "attnkit/kernels/gru_encoder.h"
 #include "attnkit/kernels/packed_linear.h"
@@ -208,9 +209,12 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   const int64_t E = options.embed_size(), I = weights[0].size(1);
   auto embedded = drop(embedding(tokens), options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
-  in.all_gates = dispatch::linear(path(options), embedded, weights[0].narrow(1, 0, E),
+  // W_ih's embedding and feed columns, with one gradient node for both when there is a feed.
+  auto [w_embedding, w_rest] =
+      I > E ? kernels::split_columns(weights[0], E) : std::pair{weights[0], at::Tensor()};
+  in.all_gates = dispatch::linear(path(options), embedded, w_embedding,
                                   weights[2]);               // [B, T, 3H]
-  if (I > E) in.w_rest = weights[0].narrow(1, E, I - E);     // [3H, I - E]
+  in.w_rest = w_rest;                                        // [3H, I - E]
   if (!fuses_sequence()) in.gates = in.all_gates.unbind(1);  // T x [B, 3H]
   return in;
 }
