@@ -10,6 +10,7 @@
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/embedding.h"
 #include "attnkit/kernels/linear.h"
 
 namespace attnkit::transformer {
@@ -117,7 +118,9 @@ at::Tensor TransformerModelImpl::embed(Embedding& embedding, const at::Tensor& t
   const auto positions = offset + length <= positions_.size(0)
                              ? positions_.narrow(0, offset, length)
                              : sinusoidal_positions(offset, length, d);
-  auto x = embedding(tokens) * std::sqrt(static_cast<double>(d)) + positions;  // [B, T, D]
+  auto x = kernels::embedding(embedding->weight, tokens, *embedding->options.padding_idx()) *
+               std::sqrt(static_cast<double>(d)) +
+           positions;  // [B, T, D]
   return kernels::dropout(x, options.dropout(), is_training());
 }
 

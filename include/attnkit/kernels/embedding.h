@@ -1,0 +1,17 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+// An embedding lookup whose backward pass runs on the kernels' threads. ATen's dense embedding
+// gradient zero-fills the whole [V, E] table and adds each position's row into it on one thread:
+// under ThreadPolicy::Kernels about 0.7 % of a GRU training step's main-thread samples, with the
+// other core waiting. Here the table's columns are split between the threads, and each thread
+// adds the positions' rows in their order, as ATen's index_add does: the same bits on any thread
+// count. at::embedding is the reference (tests/test_step_kernels.cpp, EmbeddingKernel.*).
+namespace attnkit::kernels {
+
+// weight [V, E], indices [...] (long or int) -> [..., E]; positions at padding_idx (if >= 0) get
+// no gradient. Anything but a float or double CPU table takes at::embedding.
+at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx);
+
+}  // namespace attnkit::kernels
