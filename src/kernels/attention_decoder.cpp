@@ -24,6 +24,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// A weight's leading dimension: its rows may be a column block of a wider matrix.
+int64_t ld_of(const at::Tensor& w) { return w.size(1) > 0 ? w.stride(0) : 0; }
+
 // C[m, n] = A[k, m]^T B[k, n]: a weight's gradient summed over k rows (all steps at once).
 template <typename T>
 void mul_at(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t m, int64_t n,
@@ -117,7 +120,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
       const int64_t parts = row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C));
       const packed::PackOptions split{1, parts};
       using Panels = packed::Panels<F>;
-      const Panels feed_w = Panels::transposed(Wf, 3 * H, feeding ? H : 0, w_feed.size(1), split),
+      const Panels feed_w = Panels::transposed(Wf, 3 * H, feeding ? H : 0, ld_of(w_feed), split),
                    hh_w = Panels::transposed(Whh, 3 * H, H, H, split),
                    query_w = Panels::transposed(Wq, A, H, H, split),
                    combine_w = Panels::transposed(Wc, H, C, C, split);
@@ -220,7 +223,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
       const int64_t parts = row_parts(B, 2.0 * N * (7 * H * H + A * H + H * C));
       const packed::PackOptions split{1, parts};
       using Panels = packed::Panels<F>;
-      const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, w_feed.size(1), split),
+      const Panels feed_w = Panels::plain(Wf, 3 * H, feeding ? H : 0, ld_of(w_feed), split),
                    hh_w = Panels::plain(Whh, 3 * H, H, H, split),
                    query_w = Panels::plain(Wq, A, H, H, split),
                    combine_w = Panels::plain(Wc, H, C, C, split);
@@ -282,7 +285,7 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
     // Every weight's gradient: one product over the N steps that ran.
     auto dw_hh = at::empty_like(w_hh), dw_query = at::empty_like(w_query),
          dw_combine = at::empty_like(w_combine);
-    auto dw_feed = feeding ? at::zeros_like(w_feed) : at::Tensor();
+    auto dw_feed = feeding ? at::zeros({3 * H, H}, opts) : at::Tensor();
     AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_weights", [&] {
       using F = scalar_t;
       mul_at<F>(dgh.data_ptr<F>(), 3 * H, hprev.data_ptr<F>(), H, dw_hh.data_ptr<F>(), 3 * H, H, N);
@@ -344,8 +347,11 @@ AttentionDecoderOutputs attention_decoder(const AttentionDecoderInputs& in) {
     TORCH_CHECK(t->scalar_type() == type && t->device().is_cpu(),
                 "attention_decoder: every input must be a CPU tensor of h0's type (", type, ")");
   auto contiguous = [&](const at::Tensor& t) { return t.to(type).contiguous(); };
-  const auto w_feed =
-      in.w_feed.defined() ? contiguous(in.w_feed) : at::empty({3 * H, 0}, in.h0.options());
+  // W_ih's feed columns come as a view of W_ih (kernels::split_columns): the packing reads its
+  // rows where they lie (leading dimension stride(0)) instead of copying them.
+  const auto w_feed = !in.w_feed.defined()       ? at::empty({3 * H, 0}, in.h0.options())
+                      : in.w_feed.stride(1) == 1 ? in.w_feed
+                                                 : contiguous(in.w_feed);
   const auto v = in.v.defined() ? contiguous(in.v.reshape({-1})) : at::ones({A}, in.h0.options());
   at::Tensor keep = at::ones({B, S}, in.h0.options().dtype(at::kBool));
   if (in.keep.defined()) {  // a padding mask [B, 1, S] as attnkit::padding_mask makes, or [B, S]
