@@ -101,9 +101,9 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& source, const at::Tensor& l
   const int64_t batch = source.size(0), len = source.size(1), layers = options.layers();
   const auto weights =
       packed && !is_training() && !at::GradMode::is_enabled() ? packed_weights() : nullptr;
-  auto embedded =
-      drop(kernels::embedding(embedding->weight, source, *embedding->options.padding_idx()),
-           options.dropout(), options, is_training());  // [B, S, E]
+  auto embedded = drop(
+      kernels::embedding(embedding->weight, source, embedding->options.padding_idx().value_or(-1)),
+      options.dropout(), options, is_training());  // [B, S, E]
   auto [memory, h_n] = weights ? weights->gru(embedded, lengths)
                                : run_gru(embedded, lengths);  // [B, S, Hm], [layers * dirs, B, H]
   // h_n [layers * dirs, B, H] -> the final states of both directions side by side.
@@ -210,9 +210,9 @@ ForcedInputs DecoderImpl::force_inputs(const at::Tensor& tokens) {
   TORCH_CHECK(options.fused_kernels(), "Decoder::force_inputs needs fused_kernels");
   const auto weights = gru->all_weights();  // layer 0: w_ih [3H, I], b_ih [3H]
   const int64_t E = options.embed_size(), I = weights[0].size(1);
-  auto embedded =
-      drop(kernels::embedding(embedding->weight, tokens, *embedding->options.padding_idx()),
-           options.dropout(), options, is_training());  // [B, T, E]
+  auto embedded = drop(
+      kernels::embedding(embedding->weight, tokens, embedding->options.padding_idx().value_or(-1)),
+      options.dropout(), options, is_training());  // [B, T, E]
   ForcedInputs in;
   // W_ih's embedding and feed columns, with one gradient node for both when there is a feed.
   auto [w_embedding, w_rest] =

@@ -118,9 +118,10 @@ at::Tensor TransformerModelImpl::embed(Embedding& embedding, const at::Tensor& t
   const auto positions = offset + length <= positions_.size(0)
                              ? positions_.narrow(0, offset, length)
                              : sinusoidal_positions(offset, length, d);
-  auto x = kernels::embedding(embedding->weight, tokens, *embedding->options.padding_idx()) *
-               std::sqrt(static_cast<double>(d)) +
-           positions;  // [B, T, D]
+  auto x =
+      kernels::embedding(embedding->weight, tokens, embedding->options.padding_idx().value_or(-1)) *
+          std::sqrt(static_cast<double>(d)) +
+      positions;  // [B, T, D]
   return kernels::dropout(x, options.dropout(), is_training());
 }
 
