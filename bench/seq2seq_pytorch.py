@@ -4,7 +4,9 @@
 Embedding + bidirectional GRU encoder, a bridge to the decoder state, a GRU decoder with input
 feeding, Bahdanau attention (keys projected once per sentence), the combine layer
 tanh(Linear([state; context])), Adam, gradient clipping, label smoothing, length-bucketed
-batches. It reads sentences already tokenised by `attnkit corpus tokenize` and attnkit's
+batches. Decoding is attnkit's search: every sentence starts as one beam, a sentence's beams share
+its memory and keys (a reorder moves only each row's state and feed), and a finished sentence
+leaves the batch. It reads sentences already tokenised by `attnkit corpus tokenize` and attnkit's
 vocabulary files, so both sides see the same ids.
 
     /usr/bin/python3 bench/seq2seq_pytorch.py train --model-dir DIR --train tok.tsv --seconds 120
@@ -71,16 +73,39 @@ class Seq2Seq(nn.Module):
         return [state, feed, self.drop(memory), keys, mask]
 
     def step(self, tokens, st):
+        """One decoder step over rows = sentences x width, sentence-major: hidden and feed have a
+        row per hypothesis, memory, keys and mask one per sentence (shared by its beams)."""
         hidden, feed, memory, keys, mask = st
+        N, A = tokens.size(0), memory.size(0)
         x = torch.cat([self.drop(self.tgt_embedding(tokens.view(-1, 1))), feed], -1)
         out, hidden = self.decoder(x, hidden)                                               # [N,1,H]
-        q = out @ self.attn.weight[:, : self.hidden].t()                                    # [N,1,H]
-        e = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))                                  # [N,1,S,H]
-        scores = (e @ self.v.weight.view(-1)).masked_fill(~mask, torch.finfo(q.dtype).min)  # [N,1,S]
+        out = out.view(A, N // A, self.hidden)                                              # [A,W,H]
+        q = out @ self.attn.weight[:, : self.hidden].t()                                    # [A,W,H]
+        e = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))                                  # [A,W,S,H]
+        scores = (e @ self.v.weight.view(-1)).masked_fill(~mask, torch.finfo(q.dtype).min)  # [A,W,S]
         w = torch.softmax(scores, -1).masked_fill(~mask, 0)
-        context = w @ memory
-        feed = torch.tanh(self.combine(torch.cat([out, context], -1)))
-        return self.out(self.drop(feed)).squeeze(1), w.squeeze(1), [hidden, feed, memory, keys, mask]
+        context = w @ memory                                                                # [A,W,M]
+        feed = torch.tanh(self.combine(torch.cat([out, context], -1))).view(N, 1, self.hidden)
+        return self.out(self.drop(feed)).squeeze(1), w.view(N, -1), [hidden, feed, memory, keys, mask]
+
+
+class IncrementalDecoder:
+    """The decoder one step at a time over rows = sentences x width, sentence-major: a reorder
+    moves each row's state and feed, and a sentence's memory, keys and mask only when sentences
+    leave (its beams share them)."""
+
+    def __init__(self, model, src, lengths):
+        self.model, self.st = model, model.encode(src, lengths)
+
+    def step(self, tokens):
+        logits, _, self.st = self.model.step(tokens, self.st)
+        return logits
+
+    def reorder(self, origin, sentences, width):
+        hidden, feed, *source = self.st
+        if sentences is not None:
+            source = [x.index_select(0, sentences) for x in source]
+        self.st = [hidden.index_select(1, origin), feed.index_select(0, origin)] + source
 
 
 def pad(seqs):
@@ -146,64 +171,69 @@ def train(args):
 
 
 @torch.no_grad()
-def search(model, src, lengths, beam, max_ratio=2.0, extra=5):
-    """Greedy (beam 1) or beam search with length normalisation; returns token lists."""
-    B = src.size(0)
-    limit = int(math.ceil(max_ratio * int(lengths.max()))) + extra
-    st = model.encode(src, lengths)
-    if beam == 1:
-        tokens = torch.full((B,), SOS, dtype=torch.long)
-        outs, done = [[] for _ in range(B)], [False] * B
-        for _ in range(limit):
-            logits, _, st = model.step(tokens, st)
-            tokens = logits.argmax(-1)
-            for b in range(B):
-                if not done[b]:
-                    if int(tokens[b]) == EOS:
-                        done[b] = True
-                    else:
-                        outs[b].append(int(tokens[b]))
-            if all(done):
-                break
-        return outs
-    index = torch.arange(B).repeat_interleave(beam)
-    st = [st[0].index_select(1, index)] + [x.index_select(0, index) for x in st[1:]]
-    scores = torch.full((B, beam), -math.inf)
-    scores[:, 0] = 0
-    seqs = [[[] for _ in range(beam)] for _ in range(B)]
+def search(dec, lengths, beam, max_ratio=2.0, extra=5):
+    """Greedy (beam 1) or beam search with length normalisation, as attnkit's, on an incremental
+    decoder (step(tokens) -> logits over rows = sentences x width; reorder(origin, sentences or
+    None, width)): every sentence starts as one beam, a finished sentence leaves the batch.
+    Returns token lists."""
+    B = lengths.size(0)
+    limits = [math.ceil(max_ratio * int(n)) + extra for n in lengths]
+    active = list(range(B))
+    width = 1
+    seqs = [[[]] for _ in range(B)]  # per sentence, per live beam
+    scores = torch.zeros(B, 1)
     finished = [[] for _ in range(B)]
-    tokens = torch.full((B * beam,), SOS, dtype=torch.long)
-    for _ in range(limit):
-        logits, _, st = model.step(tokens, st)
-        V = logits.size(-1)
-        total = (scores.unsqueeze(-1) + torch.log_softmax(logits, -1).view(B, beam, V)).view(B, -1)
-        top, idx = total.topk(2 * beam, -1)
-        origin, nxt = list(range(B * beam)), [PAD] * (B * beam)
-        new_scores = torch.full((B, beam), -math.inf)
-        new_seqs = [[[] for _ in range(beam)] for _ in range(B)]
-        for b in range(B):
-            if len(finished[b]) >= beam:
-                continue
-            live = 0
-            for c in range(2 * beam):
-                s = float(top[b, c])
-                if s == -math.inf or live == beam:
+    tokens = torch.full((B,), SOS, dtype=torch.long)
+    for t in range(max(limits)):
+        logp = torch.log_softmax(dec.step(tokens), -1)  # [A * width, V]
+        V = logp.size(-1)
+        A = len(active)
+        total = (scores.view(A, width, 1) + logp.view(A, width, V)).view(A, width * V)
+        k = max(1, beam)
+        top, idx = total.topk(min(2 * k, width * V), -1)
+        kept, origin, nxt, new_scores, new_active, new_seqs = [], [], [], [], [], []
+        for a, b in enumerate(active):
+            live, rows, toks, sc, sq = 0, [], [], [], []
+            for c in range(top.size(1)):
+                s = float(top[a, c])
+                if live == k or s == -math.inf:
                     break
-                k, tok = divmod(int(idx[b, c]), V)
-                seq = seqs[b][k] + ([] if tok == EOS else [tok])
-                if tok == EOS:
+                origin_beam, tok = divmod(int(idx[a, c]), V)
+                seq = seqs[b][origin_beam] + ([] if tok == EOS else [tok])
+                if tok == EOS or t + 1 >= limits[b]:
                     finished[b].append((s / (len(seq) + 1), seq))
+                    if beam == 1:
+                        break
                     continue
-                origin[b * beam + live], nxt[b * beam + live] = b * beam + k, tok
-                new_scores[b, live], new_seqs[b][live] = s, seq
+                rows.append(a * width + origin_beam)
+                toks.append(tok)
+                sc.append(s)
+                sq.append(seq)
                 live += 1
-        if all(len(f) >= beam for f in finished):
+            if len(finished[b]) >= k or live == 0:
+                continue
+            while live < k:  # dead beams pad the sentence to k rows
+                rows.append(a * width)
+                toks.append(PAD)
+                sc.append(-math.inf)
+                sq.append([])
+                live += 1
+            kept.append(a)
+            new_active.append(b)
+            origin += rows
+            nxt += toks
+            new_scores += sc
+            new_seqs.append((b, sq))
+        if not new_active:
             break
-        scores, seqs = new_scores, new_seqs
-        o = torch.tensor(origin)
-        st = [st[0].index_select(1, o)] + [x.index_select(0, o) for x in st[1:]]
+        for b, sq in new_seqs:
+            seqs[b] = sq
+        left = len(new_active) != A
+        dec.reorder(torch.tensor(origin), torch.tensor(kept) if left else None, k)
+        active, width = new_active, k
+        scores = torch.tensor(new_scores)
         tokens = torch.tensor(nxt)
-    return [max(f)[1] if f else seqs[b][0] for b, f in enumerate(finished)]
+    return [max(f)[1] if f else [] for f in finished]
 
 
 def detokenize_zh(tokens):
@@ -225,7 +255,8 @@ def translate(args):
     model = Seq2Seq(len(src_tokens), len(tgt_tokens), args.embed, args.hidden)
     model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_model.pt"))
     model.eval()
-    translate_file(args, lambda src, lengths: search(model, src, lengths, args.beam), src_ids,
+    translate_file(args, lambda src, lengths: search(IncrementalDecoder(model, src, lengths), lengths,
+                                                      args.beam), src_ids,
                    tgt_tokens, tgt_ids)
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from attnkit_reference import RefTransformerModel  # noqa: E402
 from seq2seq_pytorch import (PAD, SOS, EOS, apply_thread_policy, batches, common_arguments,  # noqa: E402
-                             pad, read_pairs, read_vocab, translate_file)
+                             pad, read_pairs, read_vocab, search, translate_file)
 
 
 def make_model(args, src_vocab, tgt_vocab):
@@ -133,72 +133,6 @@ class IncrementalDecoder:
         self.width = width
 
 
-@torch.no_grad()
-def search(model, src, lengths, beam, max_ratio=2.0, extra=5):
-    """Greedy (beam 1) or beam search with length normalisation, as attnkit's: sentences leave
-    the batch when they finish. Returns token lists."""
-    memory, padding = model.encode(src, lengths)
-    dec = IncrementalDecoder(model, memory, padding)
-    B = src.size(0)
-    limits = [math.ceil(max_ratio * int(n)) + extra for n in lengths]
-    active = list(range(B))
-    width = 1
-    seqs = [[[]] for _ in range(B)]  # per sentence, per live beam
-    scores = torch.zeros(B, 1)
-    finished = [[] for _ in range(B)]
-    tokens = torch.full((B,), SOS, dtype=torch.long)
-    for t in range(max(limits)):
-        logp = torch.log_softmax(dec.step(tokens), -1)  # [A * width, V]
-        V = logp.size(-1)
-        A = len(active)
-        total = (scores.view(A, width, 1) + logp.view(A, width, V)).view(A, width * V)
-        k = max(1, beam)
-        top, idx = total.topk(min(2 * k, width * V), -1)
-        kept, origin, nxt, new_scores, new_active, new_seqs = [], [], [], [], [], []
-        for a, b in enumerate(active):
-            live, rows, toks, sc, sq = 0, [], [], [], []
-            for c in range(top.size(1)):
-                s = float(top[a, c])
-                if live == k or s == -math.inf:
-                    break
-                origin_beam, tok = divmod(int(idx[a, c]), V)
-                seq = seqs[b][origin_beam] + ([] if tok == EOS else [tok])
-                if tok == EOS or t + 1 >= limits[b]:
-                    finished[b].append((s / (len(seq) + 1), seq))
-                    if beam == 1:
-                        break
-                    continue
-                rows.append(a * width + origin_beam)
-                toks.append(tok)
-                sc.append(s)
-                sq.append(seq)
-                live += 1
-            if len(finished[b]) >= k or live == 0:
-                continue
-            while live < k:  # dead beams pad the sentence to k rows
-                rows.append(a * width)
-                toks.append(PAD)
-                sc.append(-math.inf)
-                sq.append([])
-                live += 1
-            kept.append(a)
-            new_active.append(b)
-            origin += rows
-            nxt += toks
-            new_scores += sc
-            new_seqs.append((b, sq))
-        if not new_active:
-            break
-        for b, sq in new_seqs:
-            seqs[b] = sq
-        left = len(new_active) != A
-        dec.reorder(torch.tensor(origin), torch.tensor(kept) if left else None, k)
-        active, width = new_active, k
-        scores = torch.tensor(new_scores)
-        tokens = torch.tensor(nxt)
-    return [max(f)[1] if f else [] for f in finished]
-
-
 def translate(args):
     torch.set_num_threads(args.threads)
     src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
@@ -207,7 +141,8 @@ def translate(args):
     # --weights: attnkit's own weights (`attnkit export`), so both sides decode the same model.
     model.load_state_dict(torch.load(args.weights or f"{args.model_dir}/pytorch_transformer.pt"))
     model.eval()
-    translate_file(args, lambda src, lengths: search(model, src, lengths, args.beam), src_ids,
+    translate_file(args, lambda src, lengths: search(IncrementalDecoder(model, *model.encode(src, lengths)),
+                                                      lengths, args.beam), src_ids,
                    tgt_tokens, tgt_ids)
 
 
