@@ -107,6 +107,10 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
             f.write(text * copies)
 
     work = {}  # beam size -> (sentences, source tokens, decoder rows) of attnkit's passes
+    # The speed passes decode attnkit's trained weights on both sides (the names map one to one),
+    # so both step the same rows; BLEU is each side's own model.
+    weights = os.path.join(out, "attnkit_weights.pt")
+    run([attnkit, "export", "--model", model, "--out", weights])
 
     # Two ways to use the threads, on each side: one batch at a time with every thread inside
     # its products, or one batch per thread (single-threaded products) side by side.
@@ -120,14 +124,15 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
             p.stderr).groups())
         return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1))
 
-    def pt_translate(beam, batch, mode, inp=speed_tok, hyp=None):
+    def pt_translate(beam, batch, mode, inp=speed_tok, hyp=None, own=False):
         hyp = hyp or os.path.join(out, "pytorch_speed.txt")
+        mine = [] if own else ["--weights", weights]
         # One batch at a time: under either thread policy, keeping the faster.
         policies = [["--thread-policy", "blas"], ["--thread-policy", "intra-op"]] \
             if mode == "sequential" else [["--parallel-batches", str(threads)]]
         best = 0.0
         for policy in policies:
-            r = json.loads(run(py + ["translate", *common, "--input", inp, "--output", hyp,
+            r = json.loads(run(py + ["translate", *common, *mine, "--input", inp, "--output", hyp,
                                      "--beam", str(beam), "--batch-size", str(batch), *policy]).stdout)
             best = max(best, r["sentences_per_s"])
         return best
@@ -145,7 +150,7 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
                 best[1] = max(best[1], pt_translate(beam, batch, mode))
     ak_hyp, pt_hyp = os.path.join(out, "attnkit_b5_n32.txt"), os.path.join(out, "pytorch_b5_n32.txt")
     ak_translate(5, 32, "parallel", sources, ak_hyp)
-    pt_translate(5, 32, "sequential", tok_test, pt_hyp)
+    pt_translate(5, 32, "sequential", tok_test, pt_hyp, own=True)
     ak_bleu, pt_bleu = bleu(ak_hyp), bleu(pt_hyp)
 
     # Each side's best mode against the other's best: the targets' measure.
@@ -166,7 +171,8 @@ def measure(build_dir="build", out="out/bench-seq2seq", seconds=120, threads=2, 
              f"vocabularies. Training speed: the best of a {seconds:.0f} s run and "
              f"{TRAINING_SPEED_RUNS} runs of {SPEED_SECONDS} s per side, alternating; BLEU after the "
              f"{seconds:.0f} s run. Translation speeds on the {len(lines)} test sentences repeated "
-             f"{copies} times, BLEU on the test sentences. Translation runs one batch at a time (all threads in its products; "
+             f"{copies} times, both sides decoding attnkit's trained weights (the same rows); BLEU on the "
+             f"test sentences, each side's own model. Translation runs one batch at a time (all threads in its products; "
              f"PyTorch under either thread policy, the faster kept) or {threads} batches at once "
              f"(one per thread, single-threaded products: attnkit's --parallel-batches, and Python "
              f"threads in the PyTorch script). The sides alternate for {TRANSLATION_RUNS} rounds and "

@@ -161,7 +161,8 @@ def main():
               f"At 100% of the peak, attnkit would train at {ceiling:.2f}x PyTorch's measured speed.", "",
               "Decoding, from the work attnkit's searches report (`translate --timing`: source tokens "
               "encoded, decoder rows stepped; forward FLOPs only, and without the embedding's part "
-              "of the first GRU layer, which attnkit looks up). Each side at its best mode:", "",
+              "of the first GRU layer, which attnkit looks up). Both sides decode attnkit's weights with "
+              "the same search, so they step the same rows. Each side at its best mode:", "",
               "| search | attnkit sentences/s | MFLOP per sentence | GFLOP/s | fraction of peak "
               "| attnkit / PyTorch at 100% of the peak |", "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {name} | {ak:.0f} | {f / 1e6:.1f} | {ak * f / 1e9:.1f} | {u:.0%} | {c:.2f}x |"

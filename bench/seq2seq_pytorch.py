@@ -248,12 +248,32 @@ def detokenize_zh(tokens):
     return out
 
 
+# attnkit's parameter names (`attnkit export`) -> this model's, prefix by prefix.
+ATTNKIT_NAMES = [("decoder.attention.score.linear.", "attn."), ("decoder.attention.score.v.", "v."),
+                 ("decoder.combine.", "combine."), ("decoder.embedding.", "tgt_embedding."),
+                 ("decoder.gru.", "decoder."), ("decoder.output.", "out."),
+                 ("encoder.bridge.", "bridge."), ("encoder.embedding.", "src_embedding."),
+                 ("encoder.gru.", "encoder.")]
+
+
+def from_attnkit(state):
+    """attnkit's exported weights under this model's names (the same tensors, the same math)."""
+    renamed = {}
+    for name, tensor in state.items():
+        prefix, ours = next((p, o) for p, o in ATTNKIT_NAMES if name.startswith(p))
+        renamed[ours + name[len(prefix):]] = tensor
+    return renamed
+
+
 def translate(args):
     torch.set_num_threads(args.threads)
     src_tokens, src_ids = read_vocab(f"{args.vocab_dir}/source.vocab")
     tgt_tokens, tgt_ids = read_vocab(f"{args.vocab_dir}/target.vocab")
     model = Seq2Seq(len(src_tokens), len(tgt_tokens), args.embed, args.hidden)
-    model.load_state_dict(torch.load(f"{args.model_dir}/pytorch_model.pt"))
+    # --weights: attnkit's own weights (`attnkit export`), so both sides decode the same model and
+    # step the same rows.
+    model.load_state_dict(from_attnkit(torch.load(args.weights)) if args.weights
+                          else torch.load(f"{args.model_dir}/pytorch_model.pt"))
     model.eval()
     translate_file(args, lambda src, lengths: search(IncrementalDecoder(model, src, lengths), lengths,
                                                       args.beam), src_ids,
@@ -330,6 +350,8 @@ def common_arguments(doc):
 
 def main():
     ap = common_arguments(__doc__)
+    ap.add_argument("--weights", help="translate: attnkit's exported weights (`attnkit export`) "
+                                      "instead of the trained pytorch_model.pt")
     ap.add_argument("--embed", type=int, default=128)
     ap.add_argument("--hidden", type=int, default=256)
     args = ap.parse_args()
