@@ -165,8 +165,7 @@ TEST(TransformerModel, RaggedDecodingEqualsThePaddedPassOnTheRealRows) {
 // Incremental decoding (cached keys and values, one position a step) gives the logits of the
 // full causal pass at every position, for a batch with padding, pre- and post-norm, ReLU and
 // GELU: the fused step, the composite step on packed weights and the reference products. Heads
-// of 4 take the fused step's generic attention row, heads of 32 its AVX-512 one where the CPU
-// has it (run under ATTNKIT_ISA=avx2 and scalar too).
+// of 4 take the vector loops' scalar tails, heads of 32 their vector bodies.
 class IncrementalDecoding : public ::testing::TestWithParam<bool> {};
 
 TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {

@@ -45,50 +45,6 @@ void attend_row(const float* q, const float* keys, const float* values, int64_t 
     if (scores[j] != 0.f) simd::axpy(scores[j], values + j * d, ctx, d);
 }
 
-// attend_row on AVX-512 for d a multiple of 16 (heads of 64 in the default model): a key's score
-// is d / 16 FMAs and one reduction in registers, and each 16 columns of the context are summed
-// over the keys in one register. attend_row calls simd::dot and simd::axpy once per key on AVX2
-// lanes, each with a dispatch, a call and (dot) a horizontal sum: perf put those calls at 6 % of
-// a Transformer beam search, for about 1 % of its FLOPs. The context is the same chain of FMAs
-// in the same order as attend_row's (so the same bits given the same weights); the scores sum
-// in another order, so the two paths agree to rounding (IncrementalDecoding.* on each ISA).
-__attribute__((target("avx512f,avx2,fma"))) void attend_row_avx512(const float* q,
-                                                                   const float* keys,
-                                                                   const float* values, int64_t n,
-                                                                   int64_t d, const bool* keep,
-                                                                   float* scores, float* ctx) {
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  for (int64_t j = 0; j < n; ++j) {
-    if (keep && !keep[j]) {
-      scores[j] = 0.f;
-      continue;
-    }
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t c = 0; c < d; c += 16)
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(keys + j * d + c), acc);
-    scores[j] = _mm512_reduce_add_ps(acc) * scale;
-  }
-  if (!masked_softmax_row(scores, keep, scores, n)) {  // nothing to attend to: zeros
-    std::fill(ctx, ctx + d, 0.f);
-    return;
-  }
-  for (int64_t c = 0; c < d; c += 16) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; ++j)
-      if (scores[j] != 0.f)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_loadu_ps(values + j * d + c), acc);
-    _mm512_storeu_ps(ctx + c, acc);
-  }
-}
-
-using AttendRow = void (*)(const float*, const float*, const float*, int64_t, int64_t, const bool*,
-                           float*, float*);
-
-// The attention row for this CPU and head size.
-AttendRow attend_row_for(int64_t d) {
-  return cpu_isa() == Isa::Avx512 && d % 16 == 0 ? attend_row_avx512 : attend_row;
-}
-
 float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2))); }
 
 }  // namespace
@@ -170,7 +126,6 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
               " rows, but the caches hold ", slot_.size(), " (reorder() first)");
   ensure_capacity(N, length_ + 1);
   const int64_t t = length_, block = capacity_ * d;
-  const AttendRow attend = attend_row_for(d);
   const auto xc = x.contiguous();
   h_.assign(xc.data_ptr<float>(), xc.data_ptr<float>() + N * D);
   y_.resize(N * D);
@@ -199,8 +154,8 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
         float* values = cache.values.data() + (slot_[n] * H + head) * block;
         std::copy_n(qkv + D, d, keys + t * d);
         std::copy_n(qkv + 2 * D, d, values + t * d);
-        attend(qkv, keys, values, t + 1, d, nullptr, scores_.data(),
-               merged_.data() + n * D + head * d);
+        attend_row(qkv, keys, values, t + 1, d, nullptr, scores_.data(),
+                   merged_.data() + n * D + head * d);
       }
     product(p.self_out, merged_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm1_weight, p.norm1_bias, w.eps);
@@ -213,9 +168,9 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
       const bool* keep = keep_all + a * S;
       for (int64_t head = 0; head < H; ++head) {
         const int64_t source = (a * H + head) * S * d;
-        attend(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
-               mv.data_ptr<float>() + source, S, d, keep, scores_.data(),
-               merged_.data() + n * D + head * d);
+        attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
+                   mv.data_ptr<float>() + source, S, d, keep, scores_.data(),
+                   merged_.data() + n * D + head * d);
         if (attention && l == L - 1)
           simd::axpy(1.f / static_cast<float>(H), scores_.data(),
                      attention->data_ptr<float>() + n * S, S);
