@@ -12,6 +12,7 @@
 #include "attnkit/attention/mask.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/info.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/transformer/model.h"
 #include "testing.h"
@@ -236,6 +237,45 @@ TEST(IncrementalDecoding, BeamsShareTheirSentenceSourceCache) {
   state.reorder(at::tensor({1, 2}), at::tensor({0}), 2);
   EXPECT_EQ(state.layers[0].memory_keys.size(0), 1);
   EXPECT_EQ(model->step(at::tensor({4, 4}), state).size(0), 2);
+}
+
+// A beam search's step at batch 32 has enough rows for the kernels' threads to share its
+// per-row work (self- and cross-attention rows, the FFN's activation) as well as its products:
+// the same bits on one thread and two. 128 rows, heads of 64, 12 source positions, FFN 1024:
+// from the second step on every one of those loops is split.
+TEST(IncrementalDecoding, RowsSplitBetweenThreadsGiveTheSameBits) {
+  at::manual_seed(8);
+  TransformerModel model(TransformerOptions(17, 19)
+                             .d_model(256)
+                             .heads(4)
+                             .encoder_layers(1)
+                             .decoder_layers(2)
+                             .ffn(1024)
+                             .activation(Activation::Gelu));
+  model->eval();
+  at::NoGradGuard no_grad;
+  const int64_t rows = 128;
+  auto lengths = at::randint(1, 13, {rows}, at::kLong);
+  auto source = at::randint(4, 17, {rows, 12}, at::kLong);
+  source.masked_fill_(padding_mask(lengths, 12).squeeze(1).logical_not(), 0);
+  const auto encoded = model->encode(source, lengths);
+  auto run = [&](int threads) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    auto state = model->start(encoded);
+    auto tokens = at::full({rows}, 1, at::kLong);
+    std::vector<at::Tensor> outputs;
+    for (int t = 0; t < 4; ++t) {
+      at::Tensor attention;
+      auto logits = model->step(tokens, state, &attention);
+      outputs.insert(outputs.end(), {logits, attention});
+      tokens = logits.argmax(-1);
+    }
+    return outputs;
+  };
+  const auto one = run(1), two = run(2);
+  set_threads(1);
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_TRUE(at::equal(one[i], two[i])) << "step " << i / 2 << ", output " << i % 2;
 }
 
 TEST(TransformerModel, SharedEmbeddingsAreOneParameter) {

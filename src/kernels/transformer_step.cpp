@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "layer_norm_rows.h"
+#include "row_parts.h"
 #include "simd.h"
 #include "softmax_row.h"
 
@@ -132,7 +133,6 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
   wide_.resize(N * std::max(3 * D, F));
   merged_.resize(N * D);
   out_.resize(N * D);
-  scores_.resize(std::max(capacity_, S));
   const auto mask = memory_mask.to(at::kBool).contiguous();
   const bool* keep_all = mask.data_ptr<bool>();
   if (attention) *attention = at::zeros({N, S});
@@ -146,43 +146,53 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
     const auto& p = w.layers[l];
     auto& cache = caches_[l];
     // Self-attention: the newest key and value join the row's cache, the query reads it all.
+    // Rows are independent (each its own cache slot), so blocks of them go to the kernels'
+    // threads: with one batch at a time, these loops had run on one core while the other waited.
     product(p.self_qkv, input(p.norm1_weight, p.norm1_bias), N, wide_.data());  // [N, 3D]
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t head = 0; head < H; ++head) {
-        const float* qkv = wide_.data() + n * 3 * D + head * d;
-        float* keys = cache.keys.data() + (slot_[n] * H + head) * block;
-        float* values = cache.values.data() + (slot_[n] * H + head) * block;
-        std::copy_n(qkv + D, d, keys + t * d);
-        std::copy_n(qkv + 2 * D, d, values + t * d);
-        attend_row(qkv, keys, values, t + 1, d, nullptr, scores_.data(),
-                   merged_.data() + n * D + head * d);
-      }
+    for_each_row_block(N, /*per_row=*/2 * H * (t + 1) * d, [&](int64_t from, int64_t to) {
+      std::vector<float> scores(t + 1);
+      for (int64_t n = from; n < to; ++n)
+        for (int64_t head = 0; head < H; ++head) {
+          const float* qkv = wide_.data() + n * 3 * D + head * d;
+          float* keys = cache.keys.data() + (slot_[n] * H + head) * block;
+          float* values = cache.values.data() + (slot_[n] * H + head) * block;
+          std::copy_n(qkv + D, d, keys + t * d);
+          std::copy_n(qkv + 2 * D, d, values + t * d);
+          attend_row(qkv, keys, values, t + 1, d, nullptr, scores.data(),
+                     merged_.data() + n * D + head * d);
+        }
+    });
     product(p.self_out, merged_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm1_weight, p.norm1_bias, w.eps);
 
     // Cross-attention: a sentence's rows are queries against its one copy of the source.
     product(p.cross_q, input(p.norm2_weight, p.norm2_bias), N, wide_.data());  // [N, D]
     const auto mk = memory_keys[l].contiguous(), mv = memory_values[l].contiguous();
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t a = n / width;
-      const bool* keep = keep_all + a * S;
-      for (int64_t head = 0; head < H; ++head) {
-        const int64_t source = (a * H + head) * S * d;
-        attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
-                   mv.data_ptr<float>() + source, S, d, keep, scores_.data(),
-                   merged_.data() + n * D + head * d);
-        if (attention && l == L - 1)
-          simd::axpy(1.f / static_cast<float>(H), scores_.data(),
-                     attention->data_ptr<float>() + n * S, S);
+    for_each_row_block(N, /*per_row=*/2 * H * S * d, [&](int64_t from, int64_t to) {
+      std::vector<float> scores(S);
+      for (int64_t n = from; n < to; ++n) {
+        const int64_t a = n / width;
+        const bool* keep = keep_all + a * S;
+        for (int64_t head = 0; head < H; ++head) {
+          const int64_t source = (a * H + head) * S * d;
+          attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
+                     mv.data_ptr<float>() + source, S, d, keep, scores.data(),
+                     merged_.data() + n * D + head * d);
+          if (attention && l == L - 1)
+            simd::axpy(1.f / static_cast<float>(H), scores.data(),
+                       attention->data_ptr<float>() + n * S, S);
+        }
       }
-    }
+    });
     product(p.cross_out, merged_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm2_weight, p.norm2_bias, w.eps);
 
     // Feed-forward.
     product(p.linear1, input(p.norm3_weight, p.norm3_bias), N, wide_.data());  // [N, F]
-    for (int64_t i = 0; i < N * F; ++i)
-      wide_[i] = w.gelu ? gelu(wide_[i]) : std::max(wide_[i], 0.f);
+    for_each_row_block(N, /*per_row=*/F, [&](int64_t from, int64_t to) {
+      for (int64_t i = from * F; i < to * F; ++i)
+        wide_[i] = w.gelu ? gelu(wide_[i]) : std::max(wide_[i], 0.f);
+    });
     product(p.linear2, wide_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm3_weight, p.norm3_bias, w.eps);
   }

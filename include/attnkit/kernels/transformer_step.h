@@ -81,7 +81,7 @@ class TransformerDecoderStep {
   std::vector<Cache> caches_;  // per layer
   std::vector<int64_t> slot_;  // [rows]: where each row's cache is
   int64_t slots_ = 0, length_ = 0, capacity_ = 0;
-  std::vector<float> h_, y_, wide_, merged_, out_, scores_;  // scratch, grown as needed
+  std::vector<float> h_, y_, wide_, merged_, out_;  // scratch, grown as needed
 };
 
 }  // namespace attnkit::kernels
