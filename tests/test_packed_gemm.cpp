@@ -85,6 +85,26 @@ TEST(PackedGemm, TransposedPackingEqualsPlainPackingOfTheTranspose) {
       }
 }
 
+// B packed by several threads, each a block of its rows, holds the same bits as packed by one: the
+// same products, whether the rows split evenly or not, and with a part's block shorter than 8.
+TEST(PackedGemm, PlainPackingSplitBetweenThreadsEqualsOneThread) {
+  at::manual_seed(13);
+  for (Isa isa : supported_isas())
+    for (int64_t k : {16, 37, 300}) {
+      const int64_t n = 70, ldb = n + 2, m = 9;
+      auto b = at::randn({k, ldb}), x = at::randn({m, k});
+      auto one = at::empty({m, n});
+      Panels<float>::plain(b.data_ptr<float>(), k, n, ldb, {0.5, 1, isa})
+          .multiply(x.data_ptr<float>(), m, k, one.data_ptr<float>(), n, false);
+      for (int64_t parts : {2, 3}) {
+        auto split = at::empty({m, n});
+        Panels<float>::plain(b.data_ptr<float>(), k, n, ldb, {0.5, parts, isa})
+            .multiply(x.data_ptr<float>(), m, k, split.data_ptr<float>(), n, false);
+        EXPECT_TRUE(at::equal(one, split)) << to_string(isa) << " k " << k << " parts " << parts;
+      }
+    }
+}
+
 // x read as the transpose of a row-major matrix: a weight gradient dy^T x, summed over more rows
 // than one pass takes.
 TEST(PackedGemm, TransposedRowsOfX) {

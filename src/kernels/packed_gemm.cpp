@@ -311,10 +311,28 @@ Panels<T> Panels<T>::transposed(const T* w, int64_t n, int64_t k, int64_t ldw,
 template <typename T>
 Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
                            const PackOptions& options) {
-  return pack(k, n, options, [&](T* panel, int64_t first, int64_t cols, int64_t P, T scale) {
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t c = 0; c < cols; ++c) panel[kk * P + c] = scale * b[kk * ldb + first + c];
+  // Row by row, each part a contiguous block of B's rows: every row is read once, from start to
+  // end, and written as a row of each panel. Panel by panel (a panel's 32 columns of every row,
+  // rows ldb apart) the reads defeated the hardware prefetcher: a weight gradient packs the
+  // layer's input, saved by the forward pass and long out of cache, and from main memory that
+  // order took 1.1-1.7 ns an element against 0.5-0.8 row by row (768 x 256 and 768 x 1024, two
+  // threads). The same floats land in the same places, so no product changes.
+  Panels out(k, n, options.isa);
+  const int64_t W = out.width_, panels = (n + W - 1) / W;
+  const T scale = static_cast<T>(options.scale);
+  T* data = out.data_.get();
+  const int64_t parts = std::max<int64_t>(1, std::min(options.parts, k / 8));
+  for_each_row_part(parts, [&](RowPart part) {
+    const int64_t from = k * part.first / part.stride, to = k * (part.first + 1) / part.stride;
+    for (int64_t kk = from; kk < to; ++kk)
+      for (int64_t p = 0; p < panels; ++p) {
+        const T* src = b + kk * ldb + p * W;
+        T* dst = data + (p * k + kk) * W;
+        const int64_t cols = std::min(W, n - p * W);
+        for (int64_t c = 0; c < cols; ++c) dst[c] = scale * src[c];
+      }
   });
+  return out;
 }
 
 template <typename T>
