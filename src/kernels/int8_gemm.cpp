@@ -9,6 +9,13 @@
 #include "attnkit/core/error.h"
 #include "row_parts.h"
 
+// GCC 12 warns that the unused lanes its AVX-512 intrinsics fill with _mm512_undefined_ps() and
+// the like "may be used uninitialized" wherever they inline (GCC bug 105593, fixed in GCC 13).
+// The lanes are masked off by design, so the warning is silenced for this file's kernels.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace attnkit::kernels::int8 {
 namespace {
 
@@ -431,3 +438,5 @@ void Panels::multiply(const float* x, int64_t m, int64_t ldx, const float* bias,
 }
 
 }  // namespace attnkit::kernels::int8
+
+#pragma GCC diagnostic pop
