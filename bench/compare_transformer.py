@@ -10,7 +10,9 @@ keys and values, the same search). Measures:
   - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32, each side's
     best of one batch at a time and --threads batches at once, both sides decoding attnkit's
     trained weights (`attnkit export`; the names are the same), so that they do the same work;
-  - BLEU (sacreBLEU zh tokenizer) of each side's beam-5 test translations after its first run.
+  - BLEU (sacreBLEU zh tokenizer) of each side's beam-5 test translations after its first run;
+  - each search's work (forward FLOPs per sentence, from attnkit's `translate --timing`), each
+    side's fraction of the peak, and the ratio attnkit would reach at 100 % of it.
 
     /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown docs/TRANSFORMER_BENCHMARKS.md
         [--openblas-coretype SkylakeX]
@@ -48,6 +50,22 @@ def flops_per_target_token(tokens_file, m):
                    + S * 2 * 2 * d * d)
     output = T * 2 * d * V
     return 3 * (encoder + decoder + output) / T
+
+
+def decoding_flops_per_sentence(work, m):
+    """Forward FLOPs per sentence of a search, from the work attnkit reported (`translate --timing`:
+    sentences, source tokens encoded, decoder rows stepped). Each source token passes the encoder,
+    and each decoder layer projects it once to cross-attention keys and values; each decoder row
+    passes every layer (its self-attention projections, cross-attention query and output, the
+    feed-forward block, attention over the S source positions and its own cached positions, taken
+    at half the mean row count per hypothesis) and the output layer."""
+    sentences, source_tokens, rows = work
+    d, f, L, V = m["d_model"], m["ffn"], m["encoder_layers"], m["target_vocab"]
+    S, positions = source_tokens / sentences, rows / sentences / 2
+    per_token = L * (2 * 4 * d * d + 2 * 2 * d * f + 2 * 2 * S * d) + m["decoder_layers"] * 2 * 2 * d * d
+    per_row = m["decoder_layers"] * (2 * 4 * d * d + 2 * 2 * d * d + 2 * 2 * d * f
+                                     + 2 * 2 * (S + positions) * d) + 2 * d * V
+    return (source_tokens * per_token + rows * per_row) / sentences
 
 
 def measure(build_dir, out, seconds, threads):
@@ -102,11 +120,17 @@ def measure(build_dir, out, seconds, threads):
         with open(repeated, "w", encoding="utf-8") as f:
             f.write(text * copies)
 
+    work = {}  # (beam, batch) -> (sentences, source tokens, decoder rows): the same in every mode
+
     def ak_translate(beam, batch, parallel, inp=speed_src, hyp=None):
         p = run([attnkit, *T, "translate", "--model", model, "--input", inp,
                  "--output", hyp or os.path.join(out, "attnkit_speed.txt"), "--beam", str(beam),
                  "--batch-size", str(batch), "--timing", "--parallel-batches", str(threads if parallel else 1)])
-        return float(re.search(r"([\d.]+) sentences/s", p.stderr).group(1))
+        found = re.search(r"translated (\d+) sentences .*: ([\d.]+) sentences/s \((\d+) source tokens "
+                          r"encoded, (\d+) decoder rows\)", p.stderr)
+        if inp == speed_src:
+            work[(beam, batch)] = tuple(int(found.group(i)) for i in (1, 3, 4))
+        return float(found.group(2))
 
     weights = os.path.join(out, "attnkit_weights.pt")
     run([attnkit, "export", "--model", model, "--out", weights])
@@ -158,6 +182,16 @@ def measure(build_dir, out, seconds, threads):
     lines += ["", f"Training model FLOPs: {flops / 1e6:.1f} MFLOP per target token; the machine's best SGEMM at "
               f"{threads} thread(s): {peak:.0f} GFLOP/s. Model FLOPs utilisation: attnkit {100 * mfu[0]:.0f} %, "
               f"PyTorch {100 * mfu[1]:.0f} %."]
+    lines += ["", "Decoding work, from attnkit's searches of the speed rows (`translate --timing`: source tokens "
+              "encoded, decoder rows stepped; forward FLOPs). Both sides decode attnkit's weights with the same "
+              "search, so they do the same work; the last column is the ratio attnkit would reach at 100 % of "
+              "the peak against PyTorch's measured speed.", "",
+              "| search | MFLOP per sentence | attnkit, fraction of peak | PyTorch, fraction of peak "
+              "| attnkit / PyTorch at 100 % of the peak |", "|---|---:|---:|---:|---:|"]
+    for key, (beam, batch) in settings.items():
+        per_sentence = decoding_flops_per_sentence(work[(beam, batch)], config)
+        ak, pt = (speed * per_sentence / 1e9 / peak for speed in speeds[key])
+        lines.append(f"| {key} | {per_sentence / 1e6:.0f} | {100 * ak:.0f} % | {100 * pt:.0f} % | {1 / pt:.2f}x |")
     return lines
 
 
