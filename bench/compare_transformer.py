@@ -181,7 +181,8 @@ def measure(build_dir, out, seconds, threads):
     mfu = [tps * flops / 1e9 / peak for tps in train]
     lines += ["", f"Training model FLOPs: {flops / 1e6:.1f} MFLOP per target token; the machine's best SGEMM at "
               f"{threads} thread(s): {peak:.0f} GFLOP/s. Model FLOPs utilisation: attnkit {100 * mfu[0]:.0f} %, "
-              f"PyTorch {100 * mfu[1]:.0f} %."]
+              f"PyTorch {100 * mfu[1]:.0f} %. At 100 % of the peak, attnkit would train at {1 / mfu[1]:.2f}x "
+              f"PyTorch's measured speed."]
     lines += ["", "Decoding work, from attnkit's searches of the speed rows (`translate --timing`: source tokens "
               "encoded, decoder rows stepped; forward FLOPs). Both sides decode attnkit's weights with the same "
               "search, so they do the same work; the last column is the ratio attnkit would reach at 100 % of "
