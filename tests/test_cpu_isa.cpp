@@ -66,6 +66,30 @@ TEST(CpuIsa, EachIsaComputesTheSameProductAndTheScopeRestores) {
   EXPECT_EQ(kernels::cpu_isa(), before);
 }
 
+// The row maximum (the softmaxes' shift) on every ISA, whichever of its running maxima or its
+// tail holds the largest element, and -inf for a row masked whole.
+TEST(CpuIsa, EachIsaFindsTheMaximumWhereverItIs) {
+  at::manual_seed(5);
+  for (int n : {1, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100, 512}) {
+    auto x = at::randn({n});
+    for (int at = 0; at < n; ++at) {
+      auto y = x.clone();
+      y[at] = 10.f;
+      for (Isa isa : kernels::supported_isas()) {
+        kernels::ScopedIsa scope(isa);
+        EXPECT_EQ(kernels::simd::max_of(y.data_ptr<float>(), n), 10.f)
+            << kernels::to_string(isa) << " n " << n << " at " << at;
+      }
+    }
+    auto masked = at::full({n}, -std::numeric_limits<float>::infinity());
+    for (Isa isa : kernels::supported_isas()) {
+      kernels::ScopedIsa scope(isa);
+      EXPECT_EQ(kernels::simd::max_of(masked.data_ptr<float>(), n),
+                -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
 // The AVX-512 exponentials (the attention kernel's, the loss's, the searches' log-softmax) are the
 // AVX2 ones lane for lane and sum in the AVX2 loop's order: the same bits, values and sum, at
 // every length's tail, with -inf (masked) scores and underflowing ones.
