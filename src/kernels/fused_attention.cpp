@@ -191,8 +191,8 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
   // Blocks no larger than the sequences: at 12 positions, 144 floats instead of 64 Ki.
   const int64_t block_q = std::min<int64_t>(kBlockQ, Tq), block_k = std::min<int64_t>(kBlockK, Tk);
   for_each_rows(z, [&](int64_t begin, int64_t end) {
-    std::vector<float> s(block_q * block_k), p(block_q * block_k), acc(block_q * dv), m(block_q),
-        l(block_q);
+    // S becomes P in place: one block of scores fewer to keep in cache.
+    std::vector<float> s(block_q * block_k), acc(block_q * dv), m(block_q), l(block_q);
     for (int64_t n = begin; n < end; ++n) {
       const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H);
       const auto On = row(O, n, H);
@@ -207,20 +207,19 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
           const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
           block_scores(Qn.at(i0), Qn.ld, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
           for (int i = 0; i < bq; ++i) {
-            const float* row = s.data() + i * bk;
+            float* row = s.data() + i * bk;
             const float m_new = std::max(m[i], simd::max_of(row, bk));
-            float* prow = p.data() + i * bk;
             if (m_new == kNegInf) {  // nothing to attend to yet
-              std::fill(prow, prow + bk, 0.f);
+              std::fill(row, row + bk, 0.f);
               continue;
             }
             const float correction = m[i] == kNegInf ? 0.f : std::exp(m[i] - m_new);
-            l[i] = l[i] * correction + exp_shift(row, prow, bk, m_new);
+            l[i] = l[i] * correction + exp_shift(row, row, bk, m_new);
             if (correction != 1.f)
               for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
             m[i] = m_new;
           }
-          vp.multiply_block(p.data(), bq, /*ldx=*/bk, acc.data(), /*ldy=*/dv, /*accumulate=*/true,
+          vp.multiply_block(s.data(), bq, /*ldx=*/bk, acc.data(), /*ldy=*/dv, /*accumulate=*/true,
                             /*kstride=*/1, /*k_begin=*/j0, /*k_end=*/j0 + bk, /*col_begin=*/0,
                             /*col_end=*/dv);
         }
