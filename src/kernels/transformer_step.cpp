@@ -6,10 +6,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "attend_row.h"
 #include "layer_norm_rows.h"
 #include "row_parts.h"
 #include "simd.h"
-#include "softmax_row.h"
 
 namespace attnkit::kernels {
 namespace {
@@ -31,19 +31,6 @@ void join(float* h, const float* o, int64_t rows, int64_t D, bool norm_first, co
 // y = p(x) on raw rows, y contiguous.
 void product(const PackedLinear& p, const float* x, int64_t rows, float* y) {
   p.apply(x, rows, /*ldx=*/p.in(), y, /*ldy=*/p.out());
-}
-
-// softmax(q . k_j / sqrt(d)) over the keys `keys` [n, d] (kept: keep[j], or all), then the
-// weighted sum of `values` [n, d] into ctx [d]. scores [n] is scratch, left holding the weights.
-void attend_row(const float* q, const float* keys, const float* values, int64_t n, int64_t d,
-                const bool* keep, float* scores, float* ctx) {
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  for (int64_t j = 0; j < n; ++j)
-    scores[j] = (!keep || keep[j]) ? simd::dot(q, keys + j * d, d) * scale : 0.f;
-  std::fill(ctx, ctx + d, 0.f);
-  if (!masked_softmax_row(scores, keep, scores, n)) return;  // nothing to attend to: zeros
-  for (int64_t j = 0; j < n; ++j)
-    if (scores[j] != 0.f) simd::axpy(scores[j], values + j * d, ctx, d);
 }
 
 float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2))); }
@@ -127,6 +114,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
               " rows, but the caches hold ", slot_.size(), " (reorder() first)");
   ensure_capacity(N, length_ + 1);
   const int64_t t = length_, block = capacity_ * d;
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
   const auto xc = x.contiguous();
   h_.assign(xc.data_ptr<float>(), xc.data_ptr<float>() + N * D);
   y_.resize(N * D);
@@ -158,7 +146,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
           float* values = cache.values.data() + (slot_[n] * H + head) * block;
           std::copy_n(qkv + D, d, keys + t * d);
           std::copy_n(qkv + 2 * D, d, values + t * d);
-          attend_row(qkv, keys, values, t + 1, d, nullptr, scores.data(),
+          attend_row(qkv, keys, values, t + 1, d, /*keep=*/nullptr, scale, scores.data(),
                      merged_.data() + n * D + head * d);
         }
     });
@@ -176,7 +164,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
         for (int64_t head = 0; head < H; ++head) {
           const int64_t source = (a * H + head) * S * d;
           attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
-                     mv.data_ptr<float>() + source, S, d, keep, scores.data(),
+                     mv.data_ptr<float>() + source, S, d, keep, scale, scores.data(),
                      merged_.data() + n * D + head * d);
           if (attention && l == L - 1)
             simd::axpy(1.f / static_cast<float>(H), scores.data(),
