@@ -48,10 +48,12 @@ void TransformerDecoderStep::ensure_capacity(int64_t slots, int64_t positions) {
   const int64_t grown_slots = std::max(slots, slots_);
   for (auto& c : caches_)
     for (auto* buffer : {&c.keys, &c.values}) {
-      std::vector<float> grown(grown_slots * H * capacity * d);
+      // Uninitialised: only positions a row has written are read (zero-filling these buffers
+      // took 1 % of a beam search's samples).
+      std::unique_ptr<float[]> grown(new float[grown_slots * H * capacity * d]);
       for (int64_t sh = 0; sh < slots_ * H; ++sh)  // each (slot, head)'s positions so far
-        std::copy_n(buffer->data() + sh * capacity_ * d, length_ * d,
-                    grown.data() + sh * capacity * d);
+        std::copy_n(buffer->get() + sh * capacity_ * d, length_ * d,
+                    grown.get() + sh * capacity * d);
       buffer->swap(grown);
     }
   capacity_ = capacity;
@@ -84,8 +86,8 @@ void TransformerDecoderStep::reorder(const std::vector<int64_t>& origin) {
     for (auto& c : caches_)
       for (auto* buffer : {&c.keys, &c.values})
         for (int64_t h = 0; h < H; ++h)
-          std::copy_n(buffer->data() + (from * H + h) * block, length_ * d,
-                      buffer->data() + (free * H + h) * block);
+          std::copy_n(buffer->get() + (from * H + h) * block, length_ * d,
+                      buffer->get() + (free * H + h) * block);
   }
   slot_ = std::move(slot);
 }
@@ -142,8 +144,8 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
       for (int64_t n = from; n < to; ++n)
         for (int64_t head = 0; head < H; ++head) {
           const float* qkv = wide_.data() + n * 3 * D + head * d;
-          float* keys = cache.keys.data() + (slot_[n] * H + head) * block;
-          float* values = cache.values.data() + (slot_[n] * H + head) * block;
+          float* keys = cache.keys.get() + (slot_[n] * H + head) * block;
+          float* values = cache.values.get() + (slot_[n] * H + head) * block;
           std::copy_n(qkv + D, d, keys + t * d);
           std::copy_n(qkv + 2 * D, d, values + t * d);
           attend_row(qkv, keys, values, t + 1, d, /*keep=*/nullptr, scale, scores.data(),

@@ -72,7 +72,7 @@ class TransformerDecoderStep {
 
  private:
   struct Cache {
-    std::vector<float> keys, values;  // [slots, H, capacity, d]
+    std::unique_ptr<float[]> keys, values;  // [slots, H, capacity, d]
   };
   // Room for `slots` rows' caches of `positions` positions each, keeping what they hold.
   void ensure_capacity(int64_t slots, int64_t positions);
