@@ -99,28 +99,11 @@ using AttendFn = void (*)(const float*, const float*, const float*, int64_t, con
                           float*, float*);
 
 // By d / 16, for d up to 128 (a 512-wide model's 4 heads; 8 registers each for q, c0 and c1).
-AttendFn avx512_for(int64_t d) {
-  switch (d) {
-    case 16:
-      return attend_avx512<1>;
-    case 32:
-      return attend_avx512<2>;
-    case 48:
-      return attend_avx512<3>;
-    case 64:
-      return attend_avx512<4>;
-    case 80:
-      return attend_avx512<5>;
-    case 96:
-      return attend_avx512<6>;
-    case 112:
-      return attend_avx512<7>;
-    case 128:
-      return attend_avx512<8>;
-    default:
-      return nullptr;
-  }
-}
+constexpr AttendFn kAvx512[9] = {nullptr,          attend_avx512<1>, attend_avx512<2>,
+                                 attend_avx512<3>, attend_avx512<4>, attend_avx512<5>,
+                                 attend_avx512<6>, attend_avx512<7>, attend_avx512<8>};
+
+AttendFn avx512_for(int64_t d) { return d % 16 == 0 && d <= 128 ? kAvx512[d / 16] : nullptr; }
 
 }  // namespace
 
