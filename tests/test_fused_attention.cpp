@@ -9,6 +9,7 @@
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/additive_score.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/kernels/fused_attention.h"
 #include "testing.h"
 
@@ -41,19 +42,24 @@ TEST_P(FusedAttention, MatchesTheCompositePathInValuesAndGradients) {
     if (s.tq == s.tk) mask = mask.logical_and(causal_mask(s.tq, s.tk));
   }
   auto r = at::randn({s.n, s.tq, s.dv});
-  auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(),
-       fv = v.clone().requires_grad_();
-  auto fused = kernels::fused_attention(fq, fk, fv, mask);
-  (fused * r).sum().backward();
   // The reference, in double.
   auto dq = q.to(at::kDouble).requires_grad_(), dk = k.to(at::kDouble).requires_grad_(),
        dv = v.to(at::kDouble).requires_grad_();
   auto [reference, weights] = functional::scaled_dot_product_attention(dq, dk, dv, mask);
   (reference * r.to(at::kDouble)).sum().backward();
-  EXPECT_TRUE(close(fused, reference, 2e-5, 1e-4)) << "output";
-  EXPECT_TRUE(close(fq.grad(), dq.grad(), 5e-5, 1e-3)) << "grad q";
-  EXPECT_TRUE(close(fk.grad(), dk.grad(), 5e-5, 1e-3)) << "grad k";
-  EXPECT_TRUE(close(fv.grad(), dv.grad(), 5e-5, 1e-3)) << "grad v";
+  // Every ISA's path: the short rows have their own on AVX-512 (d = dv, a multiple of 16).
+  for (kernels::Isa isa : kernels::supported_isas()) {
+    kernels::ScopedIsa scope(isa);
+    SCOPED_TRACE(to_string(isa));
+    auto fq = q.clone().requires_grad_(), fk = k.clone().requires_grad_(),
+         fv = v.clone().requires_grad_();
+    auto fused = kernels::fused_attention(fq, fk, fv, mask);
+    (fused * r).sum().backward();
+    EXPECT_TRUE(close(fused, reference, 2e-5, 1e-4)) << "output";
+    EXPECT_TRUE(close(fq.grad(), dq.grad(), 5e-5, 1e-3)) << "grad q";
+    EXPECT_TRUE(close(fk.grad(), dk.grad(), 5e-5, 1e-3)) << "grad k";
+    EXPECT_TRUE(close(fv.grad(), dv.grad(), 5e-5, 1e-3)) << "grad v";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -61,8 +67,10 @@ INSTANTIATE_TEST_SUITE_P(
     // Up to 24 keys the short path (dot products on the rows as they lie), beyond it the blocks:
     // a Transformer batch's self-attention (causal and padded), cross-attention at the limit,
     // and one key past it.
+    // d = dv = 16 and 64 take the AVX-512 rows where the CPU has them, 4 / 3 and 16 / 8 not.
     ::testing::Values(Shape{2, 5, 7, 4, 3, false}, Shape{8, 12, 12, 64, 64, true},
-                      Shape{5, 9, 24, 16, 8, true}, Shape{3, 25, 25, 16, 16, true},
+                      Shape{5, 9, 24, 16, 8, true}, Shape{4, 7, 24, 16, 16, true},
+                      Shape{3, 6, 11, 128, 128, false}, Shape{3, 25, 25, 16, 16, true},
                       Shape{3, 70, 150, 16, 8, false}, Shape{3, 70, 150, 16, 8, true},
                       Shape{2, 130, 130, 32, 32, true}, Shape{1, 1, 300, 64, 64, true},
                       Shape{2, 300, 600, 16, 24, true}, Shape{2, 257, 257, 8, 8, true}));

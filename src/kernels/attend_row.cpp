@@ -24,14 +24,6 @@ void attend_portable(const float* q, const float* keys, const float* values, int
     if (w[j] != 0.f) simd::axpy(w[j], values + j * d, ctx, d);
 }
 
-// The sum of v's 16 lanes (halves by zero-masked extracts: GCC 12's _mm512_reduce_add_ps
-// warns of an uninitialised operand of its own).
-__attribute__((target("avx512f,avx2,fma"))) inline float hsum512(__m512 v) {
-  const __m512d v2 = _mm512_castps_pd(v);
-  return simd::hsum(_mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, v2, 0)),
-                                  _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, v2, 1))));
-}
-
 // d = 16 V: q, and ctx's sums over the even and the odd keys, in 3 V registers.
 template <int V>
 __attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, const float* keys,
@@ -53,7 +45,7 @@ __attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, c
     __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
 #pragma GCC unroll 8
     for (int v = 1; v < V; ++v) acc = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k + 16 * v), acc);
-    w[j] = hsum512(acc) * scale;
+    w[j] = simd::hsum512(acc) * scale;
     best = std::max(best, w[j]);
   }
   __m512 c0[V], c1[V];

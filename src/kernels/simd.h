@@ -99,6 +99,14 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The sum of v's 16 lanes (halves by zero-masked extracts: GCC 12's _mm512_reduce_add_ps
+// warns of an uninitialised operand of its own).
+__attribute__((target("avx512f,avx2,fma"))) inline float hsum512(__m512 v) {
+  const __m512d v2 = _mm512_castps_pd(v);
+  return hsum(_mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, v2, 0)),
+                            _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, v2, 1))));
+}
+
 // sum_h v[h] tanh(a[h] + b[h])
 // `acc` starts the sum (the vector loop's partial sum, for its tail).
 template <typename T>
