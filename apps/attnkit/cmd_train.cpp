@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "attnkit/core/error.h"
@@ -325,10 +327,13 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   const auto result = train_architecture(prepared, data, o);
   progress.finish();
   if (!main_rank) return 0;
+  std::ostringstream paused;  // one decimal, without changing std::cout's format
+  paused << std::fixed << std::setprecision(1) << result.paused_seconds;
   std::cout << "stopped: " << train::to_string(result.stopped_because) << " after " << result.steps
             << " steps (" << result.epochs_done << " epochs, "
-            << static_cast<int>(result.train_seconds) << " s, "
-            << static_cast<int>(result.target_tokens_per_second) << " target tokens/s)\n"
+            << static_cast<int>(result.train_seconds) << " s, " << paused.str()
+            << " s of it validating and checkpointing; "
+            << static_cast<int>(result.target_tokens_per_second) << " target tokens/s training)\n"
             << "best valid BLEU " << result.best_valid_bleu << ", model in " << o.model_dir << "\n";
   return 0;
 }

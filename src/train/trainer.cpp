@@ -248,8 +248,17 @@ class Run {
 
   // checkpoint.pt, and the weights kept for averaging.
   void checkpoint(const Position& next) {
+    const auto start = Clock::now();
     save_checkpoint(checkpoint_, model_, optimizer_, next);
     keep_weights(model_, o_.model_dir, p_.step, o_.keep_checkpoints);
+    paused_seconds_ += seconds_since(start);
+  }
+
+  Validation validate() {
+    const auto start = Clock::now();
+    Validation v = validator_.validate(p_);
+    paused_seconds_ += seconds_since(start);
+    return v;
   }
 
   // Rank 0 validates, keeps the best, adapts the learning rate and decides whether to stop; the
@@ -257,7 +266,7 @@ class Run {
   bool end_epoch(const EpochTotals& epoch) {
     bool early = false;
     if (main_rank_) {
-      const Validation v = validator_.validate(p_);
+      const Validation v = validate();
       if (v.better) {
         p_.best_bleu = v.bleu;
         p_.best_loss = std::min(p_.best_loss, v.loss);
@@ -311,7 +320,7 @@ class Run {
       if (!validator_.has_data() || !validator_.has_best()) {
         validator_.keep_current();
       } else if (why != StopReason::MaxSteps && p_.batch > 0) {
-        const Validation v = validator_.validate(p_);
+        const Validation v = validate();
         log({{"epoch", epochs_done_},
              {"step", p_.step},
              {"valid_loss", v.loss},
@@ -330,7 +339,9 @@ class Run {
     result_.best_valid_bleu = p_.best_bleu;
     result_.best_valid_loss = p_.best_loss;
     result_.train_seconds = seconds_since(started_);
-    result_.target_tokens_per_second = tokens_done_ / std::max(result_.train_seconds, 1e-9);
+    result_.paused_seconds = paused_seconds_;
+    result_.target_tokens_per_second =
+        tokens_done_ / std::max(result_.train_seconds - paused_seconds_, 1e-9);
     return result_;
   }
 
@@ -372,7 +383,8 @@ class Run {
   TrainResult result_;
   Clock::time_point started_;
   int64_t tokens_done_ = 0;
-  double epochs_done_ = 0;  // fractional, for the log
+  double paused_seconds_ = 0;  // validating and writing checkpoints, not training
+  double epochs_done_ = 0;     // fractional, for the log
 };
 
 }  // namespace

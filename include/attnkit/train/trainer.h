@@ -91,7 +91,10 @@ const char* to_string(StopReason reason);
 struct TrainResult {
   int64_t steps = 0, epochs_done = 0;
   double best_valid_bleu = -1, best_valid_loss = 0, last_train_loss = 0;
-  double train_seconds = 0, target_tokens_per_second = 0;
+  double train_seconds = 0;   // wall clock, from the first step to the last checkpoint
+  double paused_seconds = 0;  // of which validating and writing checkpoints
+  // Over the steps' own time (train_seconds less paused_seconds), as a training loop is timed.
+  double target_tokens_per_second = 0;
   StopReason stopped_because = StopReason::Epochs;
 };
 
