@@ -452,7 +452,7 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
 // The reported throughput is the training steps' own: every epoch's target tokens (each with
 // its <eos>) over the wall clock less the time spent validating and writing checkpoints, which
 // every epoch's end does here.
-TEST(Model, ThroughputLeavesOutValidationAndCheckpoints) {
+TEST(Training, ThroughputLeavesOutValidationAndCheckpoints) {
   at::manual_seed(3);
   auto t = make_task("copy", 200);
   seq2seq::Seq2Seq model(t.config.model);
