@@ -16,6 +16,7 @@
 #include "attnkit/kernels/adam.h"
 #include "attnkit/kernels/column_split.h"
 #include "attnkit/kernels/context.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/embedding.h"
 #include "attnkit/kernels/grad_norm.h"
@@ -234,6 +235,45 @@ TEST(ReluDropoutKernel, EqualsReluThenDropoutInValuesAndGradients) {
   EXPECT_THROW(kernels::relu_dropout(x, 1.5, true), c10::Error);
 }
 
+// A sublayer's output joining the residual stream, x + dropout(y), in one pass against the two
+// ops it replaces from the same seed: the same values and gradients bit for bit (a kept element
+// is x + y / (1 - p) either way), on every ISA the CPU runs (float) and in double (the scalar
+// loop), with and without dropout; and the stream moves on by one seed, as the composite's.
+TEST(AddDropoutKernel, EqualsXPlusDropoutInValuesAndGradientsOnEveryIsa) {
+  for (kernels::Isa isa : kernels::supported_isas()) {
+    kernels::ScopedIsa scope(isa);
+    for (auto dtype : {at::kFloat, at::kDouble})
+      for (double p : {0.0, 0.1, 0.5}) {
+        SCOPED_TRACE(std::string(kernels::to_string(isa)) + " p " + std::to_string(p) +
+                     (dtype == at::kFloat ? " float" : " double"));
+        at::manual_seed(24);
+        const auto x = at::randn({37, 129}, dtype), y = at::randn({37, 129}, dtype);
+        const auto g = at::randn({37, 129}, dtype);
+        auto run = [&](bool fused) {
+          const auto xr = x.clone().requires_grad_(), yr = y.clone().requires_grad_();
+          at::manual_seed(25);
+          const auto out = fused ? kernels::add_dropout(xr, yr, p, /*training=*/true)
+                                 : xr + kernels::dropout(yr, p, /*training=*/true);
+          auto grads = torch::autograd::grad({out}, {xr, yr}, {g});
+          grads.push_back(out);
+          grads.push_back(at::randint(1 << 30, {1}));  // where the random stream stands after
+          return grads;
+        };
+        const auto fused = run(true), composite = run(false);
+        for (size_t i = 0; i < fused.size(); ++i)
+          EXPECT_TRUE(at::equal(fused[i], composite[i])) << i;
+        if (p > 0) {  // the mask really drops: about p of y's elements reach the output as 0
+          const double dropped = (fused[1] == 0).to(at::kDouble).mean().item<double>();
+          EXPECT_NEAR(dropped, p, 0.05);
+        }
+      }
+  }
+  // Not training: the plain sum; and the checks of kernels::dropout.
+  const auto x = at::randn({4, 5}), y = at::randn({4, 5});
+  EXPECT_TRUE(at::equal(kernels::add_dropout(x, y, 0.5, /*training=*/false), x + y));
+  EXPECT_THROW(kernels::add_dropout(x, y, 1.5, true), c10::Error);
+}
+
 // A tensor large enough to be split between threads gets the mask one thread draws: each
 // element's draw depends on its index only.
 TEST(DropoutKernel, ThreadsChangeNoMask) {
@@ -379,6 +419,44 @@ TEST(LayerNormKernel, MatchesAtLayerNormAndFiniteDifferences) {
   EXPECT_TRUE(gradcheck(
       [&] { return testing::projection_loss(kernels::layer_norm(xd, wd, bd, 1e-5), none, 2); },
       {xd, wd, bd}));
+}
+
+// The residual stream at a pre-norm sublayer: {x, norm(x)} as one node against x and
+// kernels::layer_norm(x) used apart, where LibTorch's engine adds x's two gradients. The same
+// values, and gradients to float rounding (the one add moves into the norm's row pass), for x
+// [B, T, D] as the encoder has it and [R, D] as the decoder's real rows; with the stream's
+// gradient alone (the sublayer unused) x's gradient is the stream's.
+TEST(LayerNormKernel, BranchEqualsTheStreamAndTheNormUsedApart) {
+  at::manual_seed(44);
+  for (auto shape : {std::vector<int64_t>{5, 7, 256}, std::vector<int64_t>{37, 77}}) {
+    const int64_t D = shape.back();
+    SCOPED_TRACE("D " + std::to_string(D));
+    const auto x = at::randn(shape) * 3 + 1, w = at::randn({D}), b = at::randn({D});
+    const auto g_stream = at::randn(shape), g_norm = at::randn(shape);
+    auto run = [&](bool branch) {
+      auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+      auto br = b.clone().requires_grad_();
+      auto [stream, y] = branch ? kernels::layer_norm_branch(xr, wr, br, 1e-5)
+                                : std::pair{xr, kernels::layer_norm(xr, wr, br, 1e-5)};
+      auto grads = torch::autograd::grad({stream * 2, y}, {xr, wr, br}, {g_stream, g_norm});
+      grads.push_back(stream);
+      grads.push_back(y);
+      return grads;
+    };
+    const auto branch = run(true), apart = run(false);
+    for (size_t i = 0; i < branch.size(); ++i)
+      EXPECT_TRUE(close(branch[i], apart[i], 1e-6, 1e-6)) << "output " << i;
+    EXPECT_TRUE(at::equal(branch[3], x));
+    EXPECT_TRUE(at::equal(branch[4], apart[4]));
+    auto xr = x.clone().requires_grad_();
+    auto [stream, y] = kernels::layer_norm_branch(xr, w.clone().requires_grad_(), b, 1e-5);
+    EXPECT_TRUE(at::equal(torch::autograd::grad({stream}, {xr}, {g_stream})[0], g_stream));
+  }
+  // Without gradients: x itself and the plain norm.
+  const auto x = at::randn({3, 16}), w = at::randn({16}), b = at::randn({16});
+  const auto [stream, y] = kernels::layer_norm_branch(x, w, b, 1e-5);
+  EXPECT_TRUE(stream.is_same(x));
+  EXPECT_TRUE(at::equal(y, kernels::layer_norm(x, w, b, 1e-5)));
 }
 
 TEST(LayerNormKernel, TheSameOnAnyThreads) {

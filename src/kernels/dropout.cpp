@@ -54,17 +54,22 @@ struct Mask {
   bool relu;
 };
 
+// out = (base +) the masked input; `base` (null for none) is the residual stream a sublayer's
+// dropped-out output joins, added after the scaling as base + dropout(in) adds it.
 template <typename T>
-void apply_mask_scalar(const T* in, T* out, int64_t from, int64_t to, const Mask& m, T scale) {
+void apply_mask_scalar(const T* in, const T* base, T* out, int64_t from, int64_t to, const Mask& m,
+                       T scale) {
   for (int64_t i = from; i < to; ++i) {
     const bool kept =
         draw(static_cast<uint32_t>(i), m.key) >= m.threshold && !(m.relu && in[i] <= 0);
-    out[i] = kept ? in[i] * scale : T(0);
+    const T dropped = kept ? in[i] * scale : T(0);
+    out[i] = base ? base[i] + dropped : dropped;
   }
 }
 
-__attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float* out, int64_t from,
-                                                         int64_t to, const Mask& m, float scale) {
+__attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, const float* base,
+                                                         float* out, int64_t from, int64_t to,
+                                                         const Mask& m, float scale) {
   const __m256i step = _mm256_set1_epi32(8), golden = _mm256_set1_epi32(static_cast<int>(kGolden)),
                 lo = _mm256_set1_epi32(static_cast<int>(m.key.lo)),
                 hi = _mm256_set1_epi32(static_cast<int>(m.key.hi)),
@@ -87,9 +92,11 @@ __attribute__((target("avx2,fma"))) void apply_mask_avx2(const float* in, float*
     __m256 dropped = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t, _mm256_xor_si256(x, flip)));
     const __m256 v = _mm256_loadu_ps(in + i);
     if (m.relu) dropped = _mm256_or_ps(dropped, _mm256_cmp_ps(v, zero, _CMP_LE_OQ));
-    _mm256_storeu_ps(out + i, _mm256_andnot_ps(dropped, _mm256_mul_ps(v, vs)));
+    __m256 y = _mm256_andnot_ps(dropped, _mm256_mul_ps(v, vs));
+    if (base) y = _mm256_add_ps(_mm256_loadu_ps(base + i), y);
+    _mm256_storeu_ps(out + i, y);
   }
-  apply_mask_scalar<float>(in, out, i, to, m, scale);
+  apply_mask_scalar<float>(in, base, out, i, to, m, scale);
 }
 
 // x >> n with a zeroing mask: GCC 12's plain _mm512_srli_epi32 warns of an uninitialised operand
@@ -98,8 +105,9 @@ __attribute__((target("avx512f"))) inline __m512i shift(__m512i x, unsigned n) {
   return _mm512_maskz_srli_epi32(0xffff, x, n);
 }
 
-__attribute__((target("avx512f"))) void apply_mask_avx512(const float* in, float* out, int64_t from,
-                                                          int64_t to, const Mask& m, float scale) {
+__attribute__((target("avx512f"))) void apply_mask_avx512(const float* in, const float* base,
+                                                          float* out, int64_t from, int64_t to,
+                                                          const Mask& m, float scale) {
   const __m512i step = _mm512_set1_epi32(16), golden = _mm512_set1_epi32(static_cast<int>(kGolden)),
                 lo = _mm512_set1_epi32(static_cast<int>(m.key.lo)),
                 hi = _mm512_set1_epi32(static_cast<int>(m.key.hi)),
@@ -121,9 +129,11 @@ __attribute__((target("avx512f"))) void apply_mask_avx512(const float* in, float
     __mmask16 kept = _mm512_cmpge_epu32_mask(x, t);
     const __m512 v = _mm512_loadu_ps(in + i);
     if (m.relu) kept &= _mm512_cmp_ps_mask(v, zero, _CMP_NLE_UQ);
-    _mm512_storeu_ps(out + i, _mm512_maskz_mul_ps(kept, v, vs));
+    __m512 y = _mm512_maskz_mul_ps(kept, v, vs);
+    if (base) y = _mm512_add_ps(_mm512_loadu_ps(base + i), y);
+    _mm512_storeu_ps(out + i, y);
   }
-  apply_mask_scalar<float>(in, out, i, to, m, scale);
+  apply_mask_scalar<float>(in, base, out, i, to, m, scale);
 }
 
 // out[i] = g[i] * scale where y[i] > 0, else 0: the backward pass of ReLU + dropout from its
@@ -158,14 +168,14 @@ __attribute__((target("avx2,fma"))) void relu_mask_backward_avx2(const float* g,
 }
 
 template <typename T>
-void apply_mask(const T* in, T* out, int64_t n, const Mask& m, T scale) {
+void apply_mask(const T* in, T* out, int64_t n, const Mask& m, T scale, const T* base = nullptr) {
   TORCH_CHECK(n <= (int64_t{1} << 32), "dropout: at most 2^32 elements per tensor");
   for_each_range(n, [&](int64_t from, int64_t to) {
     if constexpr (std::is_same_v<T, float>) {
-      if (cpu_isa() == Isa::Avx512) return apply_mask_avx512(in, out, from, to, m, scale);
-      if (cpu_isa() == Isa::Avx2) return apply_mask_avx2(in, out, from, to, m, scale);
+      if (cpu_isa() == Isa::Avx512) return apply_mask_avx512(in, base, out, from, to, m, scale);
+      if (cpu_isa() == Isa::Avx2) return apply_mask_avx2(in, base, out, from, to, m, scale);
     }
-    apply_mask_scalar<T>(in, out, from, to, m, scale);
+    apply_mask_scalar<T>(in, base, out, from, to, m, scale);
   });
 }
 
@@ -255,6 +265,41 @@ class ReluDropout : public torch::autograd::Function<ReluDropout> {
   }
 };
 
+// The residual stream's x + dropout(y), one pass each way. The backward pass hands the stream's
+// gradient to x as it is and the masked one to y.
+class AddDropout : public torch::autograd::Function<AddDropout> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                            double p) {
+    RECORD_FUNCTION("attnkit::add_dropout", std::vector<c10::IValue>());
+    // p = 0: every draw kept and no seed drawn, as kernels::dropout draws none.
+    const uint64_t seed = p > 0 ? next_seed() : 0;
+    auto out = at::empty_like(y);
+    AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "add_dropout", [&] {
+      apply_mask<scalar_t>(y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), y.numel(),
+                           {Key(seed), threshold(p), /*relu=*/false},
+                           static_cast<scalar_t>(1.0 / (1.0 - p)), x.data_ptr<scalar_t>());
+    });
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    ctx->saved_data["p"] = p;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    const double p = ctx->saved_data["p"].toDouble();
+    const auto g = grads[0].contiguous();
+    if (p == 0) return {g, g, {}};
+    auto dy = at::empty_like(g);
+    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "add_dropout_backward", [&] {
+      apply_mask<scalar_t>(g.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), g.numel(),
+                           {Key(seed), threshold(p), /*relu=*/false},
+                           static_cast<scalar_t>(1.0 / (1.0 - p)));
+    });
+    return {g, dy, {}};
+  }
+};
+
 void check_p(double p) { TORCH_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p); }
 
 bool fusable(const at::Tensor& x) {
@@ -268,6 +313,14 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training) {
   if (!training || p == 0) return x;
   if (p == 1) return x * 0;
   return Dropout::apply(x.contiguous(), p);
+}
+
+at::Tensor add_dropout(const at::Tensor& x, const at::Tensor& y, double p, bool training) {
+  check_p(p);
+  if (!training) p = 0;
+  if (p == 1 || !fusable(y) || x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type())
+    return x + kernels::dropout(y, p, training);
+  return AddDropout::apply(x.contiguous(), y.contiguous(), p);
 }
 
 at::Tensor relu_dropout(const at::Tensor& x, double p, bool training) {

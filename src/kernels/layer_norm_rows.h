@@ -32,10 +32,12 @@ inline void forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, 
 }
 
 // dx for rows [from, to), and dy * xhat into `scaled` for the weight's gradient:
-// dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w, xhat = (x - mean) rstd.
+// dx = rstd (g - mean(g) - xhat mean(g xhat)) (+ skip), g = dy w, xhat = (x - mean) rstd.
+// `skip` (null for none): the gradient x receives past the norm, on the residual stream, added
+// to each element as a separate sum would add it.
 template <typename T>
 inline void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd, T* dx,
-                     T* scaled, int64_t from, int64_t to, int64_t D) {
+                     T* scaled, int64_t from, int64_t to, int64_t D, const T* skip = nullptr) {
   std::vector<T> xhat(D), g(D);
   for (int64_t r = from; r < to; ++r) {
     const T *xr = x + r * D, *dr = dy + r * D;
@@ -48,6 +50,8 @@ inline void backward(const T* x, const T* w, const T* dy, const T* mean, const T
             c = simd::dot<T>(g.data(), xhat.data(), D) / static_cast<T>(D);
     T* out = dx + r * D;
     for (int64_t j = 0; j < D; ++j) out[j] = rstd[r] * (g[j] - a - xhat[j] * c);
+    if (skip)
+      for (int64_t j = 0; j < D; ++j) out[j] += skip[r * D + j];
   }
 }
 

@@ -16,6 +16,13 @@ namespace attnkit::kernels {
 // or p == 0; zeros when p == 1. Differentiable in x.
 at::Tensor dropout(const at::Tensor& x, double p, bool training);
 
+// x + dropout(y, p, training), a sublayer's output joining the residual stream, in one pass and
+// one autograd node, on the kernels' threads: the same mask as kernels::dropout draws from the
+// same seed (so the same sum, bit for bit). ATen's add got no thread under ThreadPolicy::Kernels:
+// in a Transformer training step the stream's adds ran on one core while the other waited.
+// x and y of one shape and type (float or double on the CPU); anything else takes the composite.
+at::Tensor add_dropout(const at::Tensor& x, const at::Tensor& y, double p, bool training);
+
 // dropout(at::relu(x), p, training), the Transformer's feed-forward activation, in one pass and
 // one autograd node: the same mask as kernels::dropout draws from the same seed, and a backward
 // pass that reads the saved output (above zero exactly where the gradient flows) instead of a
