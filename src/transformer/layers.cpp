@@ -38,11 +38,6 @@ LayerNorm norm_for(const LayerOptions& o) {
   return LayerNorm(LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps()));
 }
 
-// The sublayer's output as it joins the residual stream: dropout in training.
-at::Tensor residual_dropout(const at::Tensor& x, const LayerOptions& o, bool training) {
-  return kernels::dropout(x, o.dropout(), training);
-}
-
 // The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))).
 at::Tensor feed_forward(const at::Tensor& x, Linear& linear1, Linear& linear2,
                         const LayerOptions& o, bool training) {
@@ -65,27 +60,26 @@ at::Tensor normed(torch::nn::LayerNorm& norm, const at::Tensor& x) {
   return kernels::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
 }
 
-// One sublayer with its residual connection: x + f(norm(x)) pre-norm, norm(x + f(x)) post-norm.
+// One sublayer with its residual connection, its output f(...) joining the stream through dropout
+// (in training): x + dropout(f(norm(x))) pre-norm, norm(x + dropout(f(x))) post-norm. Pre-norm,
+// x's two uses are one node (kernels::layer_norm_branch), so its two gradients meet on the
+// kernels' threads.
 template <typename F>
-at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, bool norm_first, const F& f) {
-  return norm_first ? x + f(normed(norm, x)) : normed(norm, x + f(x));
+at::Tensor residual(const at::Tensor& x, torch::nn::LayerNorm& norm, const LayerOptions& o,
+                    bool training, const F& f) {
+  if (!o.norm_first()) return normed(norm, kernels::add_dropout(x, f(x), o.dropout(), training));
+  const auto [stream, y] =
+      kernels::layer_norm_branch(x, norm->weight, norm->bias, norm->options.eps());
+  return kernels::add_dropout(stream, f(y), o.dropout(), training);
 }
 
-// An attention sublayer's output as it joins the residual stream; `weights` (optional) receives
-// the attention weights.
+// An attention sublayer's output; `weights` (optional) receives the attention weights.
 at::Tensor attention_block(MultiheadAttention& attn, const at::Tensor& q, const at::Tensor& kv,
-                           const at::Tensor& mask, at::Tensor* weights, const LayerOptions& o,
-                           bool training, const PackedProjections* packed = nullptr) {
+                           const at::Tensor& mask, at::Tensor* weights,
+                           const PackedProjections* packed = nullptr) {
   auto out = attn->forward(q, kv, kv, mask, /*need_weights=*/weights != nullptr, packed);
   if (weights) *weights = out.weights;
-  return residual_dropout(out.output, o, training);
-}
-
-// The same on the real rows of a batch: query [R, D]; kv undefined for self-attention.
-at::Tensor ragged_attention_block(MultiheadAttention& attn, const at::Tensor& q,
-                                  const kernels::Ragged& ragged, const at::Tensor& kv,
-                                  const at::Tensor& mask, const LayerOptions& o, bool training) {
-  return residual_dropout(attn->forward_ragged(q, ragged, kv, mask), o, training);
+  return out.output;
 }
 
 void check_width(const at::Tensor& x, int64_t d_model, const char* where) {
@@ -115,16 +109,14 @@ at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& x, const at::T
                                                 at::Tensor* weights,
                                                 const PackedEncoderLayer* packed) {
   check_width(x, options.d_model(), "TransformerEncoderLayer");
-  const bool training = is_training(), pre = options.norm_first();
+  const bool training = is_training();
   TORCH_CHECK(!packed || !training, "TransformerEncoderLayer: packed weights are for eval mode");
-  auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
-    return attention_block(self_attn, y, y, mask, weights, options, training,
-                           packed ? &packed->self_attn : nullptr);
+  auto h = residual(x, norm1, options, training, [&](const at::Tensor& y) {
+    return attention_block(self_attn, y, y, mask, weights, packed ? &packed->self_attn : nullptr);
   });
-  return residual(h, norm2, pre, [&](const at::Tensor& y) {
+  return residual(h, norm2, options, training, [&](const at::Tensor& y) {
     if (packed) return feed_forward(y, packed->linear1, packed->linear2, options);
-    return residual_dropout(feed_forward(y, linear1, linear2, options, training), options,
-                            training);
+    return feed_forward(y, linear1, linear2, options, training);
   });
 }
 
@@ -161,23 +153,19 @@ at::Tensor TransformerDecoderLayerImpl::forward(const at::Tensor& x, const at::T
   check_width(x, options.d_model(), "TransformerDecoderLayer");
   TORCH_CHECK(!ragged || !weights,
               "TransformerDecoderLayer: attention weights come from the padded layout only");
-  const bool training = is_training(), pre = options.norm_first();
-  auto h = residual(x, norm1, pre, [&](const at::Tensor& y) {
-    if (ragged)
-      return ragged_attention_block(self_attn, y, *ragged, {}, self_mask, options, training);
-    return attention_block(self_attn, y, y, self_mask, weights ? &weights->self : nullptr, options,
-                           training);
+  const bool training = is_training();
+  auto h = residual(x, norm1, options, training, [&](const at::Tensor& y) {
+    // On the real rows of a batch: y [R, D]; no key/value tensor for self-attention.
+    if (ragged) return self_attn->forward_ragged(y, *ragged, {}, self_mask);
+    return attention_block(self_attn, y, y, self_mask, weights ? &weights->self : nullptr);
   });
-  h = residual(h, norm2, pre, [&](const at::Tensor& y) {
-    if (ragged)
-      return ragged_attention_block(multihead_attn, y, *ragged, memory, memory_mask, options,
-                                    training);
+  h = residual(h, norm2, options, training, [&](const at::Tensor& y) {
+    if (ragged) return multihead_attn->forward_ragged(y, *ragged, memory, memory_mask);
     return attention_block(multihead_attn, y, memory, memory_mask,
-                           weights ? &weights->cross : nullptr, options, training);
+                           weights ? &weights->cross : nullptr);
   });
-  return residual(h, norm3, pre, [&](const at::Tensor& y) {
-    return residual_dropout(feed_forward(y, linear1, linear2, options, training), options,
-                            training);
+  return residual(h, norm3, options, training, [&](const at::Tensor& y) {
+    return feed_forward(y, linear1, linear2, options, training);
   });
 }
 
@@ -276,10 +264,9 @@ at::Tensor TransformerDecoderLayerImpl::step(const at::Tensor& x, LayerCache& ca
   auto cross = [&](const at::Tensor& h) {
     return cross_attention_step(h, cache, memory_mask, width, cross_weights, packed);
   };
-  const bool pre = options.norm_first();
-  auto h = residual(x, norm1, pre, self);
-  h = residual(h, norm2, pre, cross);
-  return residual(h, norm3, pre, ff);
+  auto h = residual(x, norm1, options, /*training=*/false, self);
+  h = residual(h, norm2, options, /*training=*/false, cross);
+  return residual(h, norm3, options, /*training=*/false, ff);
 }
 
 // ---- stacks ----
