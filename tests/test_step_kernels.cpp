@@ -477,6 +477,51 @@ TEST(LayerNormKernel, TheSameOnAnyThreads) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(at::equal(one[i], two[i])) << i;
 }
 
+// A cross-attention's two projections through one weight's row blocks, as one node, against
+// kernels::linear on each block (narrows of the weight, whose gradients LibTorch's engine
+// assembles): the same products, so the same values and every gradient bit for bit, with and
+// without bias, 3-D and 2-D inputs; an unused output's blocks of the gradients are zero.
+TEST(LinearKernel, BlocksEqualLinearOnEachBlockInValuesAndGradients) {
+  at::manual_seed(13);
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "bias" : "no bias");
+    const auto x1 = at::randn({3, 5, 32}), x2 = at::randn({41, 32});
+    const auto w = at::randn({96, 32}), b = with_bias ? at::randn({96}) : at::Tensor();
+    const auto g1 = at::randn({3, 5, 32}), g2 = at::randn({41, 64});
+    auto run = [&](bool blocks) {
+      const auto a = x1.clone().requires_grad_(), c = x2.clone().requires_grad_(),
+                 wr = w.clone().requires_grad_();
+      const auto br = with_bias ? b.clone().requires_grad_() : at::Tensor();
+      auto [y1, y2] = blocks ? kernels::linear_blocks(a, c, wr, br, 32)
+                             : std::pair{kernels::linear(a, wr.narrow(0, 0, 32),
+                                                         with_bias ? br.narrow(0, 0, 32) : br),
+                                         kernels::linear(c, wr.narrow(0, 32, 64),
+                                                         with_bias ? br.narrow(0, 32, 64) : br)};
+      std::vector<at::Tensor> inputs{a, c, wr};
+      if (with_bias) inputs.push_back(br);
+      auto grads = torch::autograd::grad({y1, y2}, inputs, {g1, g2});
+      grads.push_back(y1);
+      grads.push_back(y2);
+      return grads;
+    };
+    const auto blocks = run(true), apart = run(false);
+    ASSERT_EQ(blocks.size(), apart.size());
+    for (size_t i = 0; i < blocks.size(); ++i) EXPECT_TRUE(at::equal(blocks[i], apart[i])) << i;
+    EXPECT_TRUE(close(blocks.back(),
+                      at::linear(x2, w.narrow(0, 32, 64), with_bias ? b.narrow(0, 32, 64) : b)));
+  }
+  // The queries unused: the keys' and values' gradient blocks, zeros in the queries' rows.
+  const auto x1 = at::randn({4, 16}), x2 = at::randn({6, 16});
+  const auto w = at::randn({48, 16}).requires_grad_(), b = at::randn({48}).requires_grad_();
+  const auto g2 = at::randn({6, 32});
+  auto [y1, y2] = kernels::linear_blocks(x1, x2, w, b, 16);
+  const auto grads = torch::autograd::grad({y2}, {w, b}, {g2});
+  EXPECT_EQ(grads[0].narrow(0, 0, 16).abs().max().item<float>(), 0.f);
+  EXPECT_EQ(grads[1].narrow(0, 0, 16).abs().max().item<float>(), 0.f);
+  EXPECT_TRUE(close(grads[0].narrow(0, 16, 32), at::matmul(g2.t(), x2)));
+  EXPECT_TRUE(close(grads[1].narrow(0, 16, 32), g2.sum(0)));
+}
+
 // Every row count either side of the GEMV/GEMM switch, a strided weight (a narrow of a wider
 // one, as the score's key half is), 3-D input, with and without bias; and under autograd the
 // reference path, gradients included.
