@@ -77,6 +77,11 @@ at::Tensor MultiheadAttentionImpl::project_keys_values(const at::Tensor& x) {
                          weight_rows(in_proj_bias, e, 2 * e));
 }
 
+std::pair<at::Tensor, at::Tensor> MultiheadAttentionImpl::project_cross(const at::Tensor& query,
+                                                                        const at::Tensor& key) {
+  return kernels::linear_blocks(query, key, in_proj_weight, in_proj_bias, options.embed_dim());
+}
+
 MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,
                                                 const at::Tensor& value, const at::Tensor& mask,
                                                 bool need_weights,
@@ -108,8 +113,8 @@ MultiheadOutput MultiheadAttentionImpl::forward(const at::Tensor& query, const a
                         : kernels::linear(query, in_proj_weight, in_proj_bias);  // [B, T, 3E]
       return {out_proj_of(kernels::fused_multihead_attention(qkv, {}, heads, mask3)), {}};
     }
-    auto q = project_queries(query);
-    auto kv = project_keys_values(key);  // [B, Tk, 2E]
+    const auto [q, kv] = packed ? std::pair{project_queries(query), project_keys_values(key)}
+                                : project_cross(query, key);  // [B, Tq, E], [B, Tk, 2E]
     return {out_proj_of(kernels::fused_multihead_attention(q, kv, heads, mask3)), {}};
   }
 
@@ -185,8 +190,8 @@ at::Tensor MultiheadAttentionImpl::forward_ragged(const at::Tensor& query,
     const auto qkv = kernels::linear(query, in_proj_weight, in_proj_bias);  // [R, 3E]
     heads_out = kernels::fused_multihead_attention(kernels::pad(qkv, ragged), {}, heads, mask3);
   } else {
-    heads_out = kernels::fused_multihead_attention(kernels::pad(project_queries(query), ragged),
-                                                   project_keys_values(key_value), heads, mask3);
+    const auto [q, kv] = project_cross(query, key_value);
+    heads_out = kernels::fused_multihead_attention(kernels::pad(q, ragged), kv, heads, mask3);
   }
   return kernels::linear(kernels::unpad(heads_out, ragged), out_proj->weight, out_proj->bias);
 }

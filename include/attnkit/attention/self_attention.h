@@ -4,6 +4,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <utility>
+
 #include "attnkit/attention/attention.h"
 #include "attnkit/kernels/packed_linear.h"
 #include "attnkit/kernels/ragged.h"
@@ -86,6 +88,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // product on rows of in_proj_weight.
   at::Tensor project_queries(const at::Tensor& x);
   at::Tensor project_keys_values(const at::Tensor& x);
+  // Both for a cross-attention, as one node (kernels::linear_blocks): the weight's gradient in
+  // one tensor, not two full-size ones for LibTorch to add.
+  std::pair<at::Tensor, at::Tensor> project_cross(const at::Tensor& query, const at::Tensor& key);
 };
 TORCH_MODULE(MultiheadAttention);
 
