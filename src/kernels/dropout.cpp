@@ -202,33 +202,33 @@ uint64_t next_seed() {
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
 
+// (base +) in's dropout with the given seed, in a new tensor: the forward pass of a dropout (its
+// input), and its backward pass (the gradient, which the same mask routes).
+at::Tensor dropped(const at::Tensor& in, uint64_t seed, double p, const at::Tensor& base = {}) {
+  auto out = at::empty_like(in);
+  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "dropout", [&] {
+    apply_mask<scalar_t>(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), in.numel(),
+                         {Key(seed), threshold(p), /*relu=*/false},
+                         static_cast<scalar_t>(1.0 / (1.0 - p)),
+                         base.defined() ? base.data_ptr<scalar_t>() : nullptr);
+  });
+  return out;
+}
+
 class Dropout : public torch::autograd::Function<Dropout> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
     RECORD_FUNCTION("attnkit::dropout", std::vector<c10::IValue>());
     const uint64_t seed = next_seed();
-    auto out = at::empty_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout", [&] {
-      apply_mask<scalar_t>(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.numel(),
-                           {Key(seed), threshold(p), /*relu=*/false},
-                           static_cast<scalar_t>(1.0 / (1.0 - p)));
-    });
     ctx->saved_data["seed"] = static_cast<int64_t>(seed);
     ctx->saved_data["p"] = p;
-    return out;
+    return dropped(x, seed, p);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
     const double p = ctx->saved_data["p"].toDouble();
-    const auto g = grads[0].contiguous();
-    auto dx = at::empty_like(g);
-    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "dropout_backward", [&] {
-      apply_mask<scalar_t>(g.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), g.numel(),
-                           {Key(seed), threshold(p), /*relu=*/false},
-                           static_cast<scalar_t>(1.0 / (1.0 - p)));
-    });
-    return {dx, {}};
+    return {dropped(grads[0].contiguous(), seed, p), {}};
   }
 };
 
@@ -274,29 +274,16 @@ class AddDropout : public torch::autograd::Function<AddDropout> {
     RECORD_FUNCTION("attnkit::add_dropout", std::vector<c10::IValue>());
     // p = 0: every draw kept and no seed drawn, as kernels::dropout draws none.
     const uint64_t seed = p > 0 ? next_seed() : 0;
-    auto out = at::empty_like(y);
-    AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "add_dropout", [&] {
-      apply_mask<scalar_t>(y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), y.numel(),
-                           {Key(seed), threshold(p), /*relu=*/false},
-                           static_cast<scalar_t>(1.0 / (1.0 - p)), x.data_ptr<scalar_t>());
-    });
     ctx->saved_data["seed"] = static_cast<int64_t>(seed);
     ctx->saved_data["p"] = p;
-    return out;
+    return dropped(y, seed, p, x);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
     const double p = ctx->saved_data["p"].toDouble();
     const auto g = grads[0].contiguous();
-    if (p == 0) return {g, g, {}};
-    auto dy = at::empty_like(g);
-    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "add_dropout_backward", [&] {
-      apply_mask<scalar_t>(g.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), g.numel(),
-                           {Key(seed), threshold(p), /*relu=*/false},
-                           static_cast<scalar_t>(1.0 / (1.0 - p)));
-    });
-    return {g, dy, {}};
+    return {g, p == 0 ? g : dropped(g, seed, p), {}};
   }
 };
 
