@@ -17,7 +17,7 @@ namespace {
 using testing::close;
 using testing::gradcheck;
 
-struct Case {
+struct DecoderCase {
   ScoreKind score;
   bool input_feeding;
 };
@@ -26,8 +26,8 @@ struct Case {
 // one on the fused kernels, where teacher forcing runs the decoder as one node: logits, attention
 // weights and every parameter's gradient must agree.
 TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
-  for (auto c : {Case{ScoreKind::Bahdanau, true}, Case{ScoreKind::Additive, true},
-                 Case{ScoreKind::Bahdanau, false}}) {
+  for (auto c : {DecoderCase{ScoreKind::Bahdanau, true}, DecoderCase{ScoreKind::Additive, true},
+                 DecoderCase{ScoreKind::Bahdanau, false}}) {
     auto options = seq2seq::Seq2SeqOptions(11, 13)
                        .embed_size(6)
                        .hidden_size(8)

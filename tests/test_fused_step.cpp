@@ -22,13 +22,13 @@ using seq2seq::Seq2Seq;
 using seq2seq::Seq2SeqOptions;
 using testing::close;
 
-struct Case {
+struct StepCase {
   ScoreKind score;
   int64_t layers;
   bool input_feeding;
 };
 
-Seq2Seq make_model(const Case& c) {
+Seq2Seq make_model(const StepCase& c) {
   at::manual_seed(21);
   Seq2Seq model(Seq2SeqOptions(17, 19)
                     .embed_size(10)
@@ -44,8 +44,9 @@ Seq2Seq make_model(const Case& c) {
 // 3 rows take the packed weights' wide blocks with the columns split between threads, 10 the
 // packed weights with rows split between threads.
 TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
-  for (const Case& c : {Case{ScoreKind::Bahdanau, 1, true}, Case{ScoreKind::Additive, 2, true},
-                        Case{ScoreKind::Bahdanau, 2, false}})
+  for (const StepCase& c :
+       {StepCase{ScoreKind::Bahdanau, 1, true}, StepCase{ScoreKind::Additive, 2, true},
+        StepCase{ScoreKind::Bahdanau, 2, false}})
     for (int64_t rows : {3, 10}) {
       SCOPED_TRACE(to_string(c.score) + ", " + std::to_string(c.layers) + " layers, " +
                    std::to_string(rows) + " rows");
@@ -81,7 +82,7 @@ TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
 // gives the same bits alone as in a batch (one OpenBLAS GEMV per row below 8 rows, as it once
 // was, did not).
 TEST(FusedStep, ARowGivesTheSameBitsAloneAsInABatch) {
-  auto model = make_model(Case{ScoreKind::Bahdanau, 2, true});
+  auto model = make_model(StepCase{ScoreKind::Bahdanau, 2, true});
   c10::InferenceMode inference;
   auto source = at::randint(1, 17, {10, 6}, at::kLong);
   auto lengths = at::full({10}, 6, at::kLong);
@@ -102,7 +103,7 @@ TEST(FusedStep, ARowGivesTheSameBitsAloneAsInABatch) {
 // sentence that reorders leave alone: the same bits as a copy per row, also after the beams
 // were reordered and a sentence left.
 TEST(FusedStep, BeamsReadTheirSentencesSourceAsACopyPerRow) {
-  auto model = make_model(Case{ScoreKind::Bahdanau, 2, true});
+  auto model = make_model(StepCase{ScoreKind::Bahdanau, 2, true});
   c10::InferenceMode inference;
   auto source = at::randint(1, 17, {3, 6}, at::kLong);
   auto lengths = at::tensor({6, 2, 4}, at::kLong);

@@ -15,22 +15,22 @@ namespace {
 
 using testing::close;
 
-struct Case {
+struct GoldenCase {
   std::string score, weighting;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.score << "/" << c.weighting; }
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.score << "/" << c.weighting; }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
+std::vector<GoldenCase> all_cases() {
+  std::vector<GoldenCase> cases;
   for (auto s : {"concat", "additive", "bahdanau", "scaled-dot", "dot", "general"})
     for (auto w : {"soft", "hard", "gumbel", "local"}) cases.push_back({s, w});
   return cases;
 }
 
-class AttentionGolden : public ::testing::TestWithParam<Case> {};
+class AttentionGolden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(AttentionGolden, OutputsWeightsAndGradients) {
-  const Case c = GetParam();
+  const GoldenCase c = GetParam();
   const std::string prefix = c.score + "/" + c.weighting + "/";
   auto g = testing::with_prefix(testing::golden("attention_cases.pt"), prefix);
   auto get = [&](const std::string& k) { return io::find(g, k, prefix); };

@@ -47,16 +47,16 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-struct Case {
+struct SacrebleuCase {
   std::vector<std::string> hyps;
   std::vector<std::vector<std::string>> refs;  // streams
 };
 
-const Case& load(const std::string& name) {
-  static std::map<std::string, Case> cases;
+const SacrebleuCase& load(const std::string& name) {
+  static std::map<std::string, SacrebleuCase> cases;
   auto it = cases.find(name);
   if (it != cases.end()) return it->second;
-  Case c;
+  SacrebleuCase c;
   c.hyps = read_lines(case_dir(name) + "/hyp.txt");
   c.refs.push_back(read_lines(case_dir(name) + "/ref.txt"));
   if (std::ifstream(case_dir(name) + "/ref2.txt"))
@@ -78,9 +78,9 @@ bool has(const std::string& args, const std::string& flag) {
 
 // Calls check(line, args, case) for every corpus score of `metric` (bleu, chrf, ter) under a
 // trace naming the case and arguments; returns how many there were.
-int for_each_score(
-    const std::string& metric,
-    const std::function<void(const nlohmann::json&, const std::string&, const Case&)>& check) {
+int for_each_score(const std::string& metric,
+                   const std::function<void(const nlohmann::json&, const std::string&,
+                                            const SacrebleuCase&)>& check) {
   int checked = 0;
   for (const auto& line : score_lines()) {
     const std::string args = line["args"];
