@@ -91,6 +91,7 @@ function(attnkit_add_standalone_header_check target)
     endif()
     add_library(${target}_${layer} OBJECT EXCLUDE_FROM_ALL ${units_${layer}})
     target_link_libraries(${target}_${layer} PRIVATE attnkit)
+    set_target_properties(${target}_${layer} PROPERTIES UNITY_BUILD OFF)  # one header per unit
     target_compile_options(${target}_${layer} PRIVATE -Wall -Wextra -Wno-unused-parameter)
     # Parsing is what is tested: the units generate no code (-fsyntax-only, a fifth less time than
     # -O0). On the units only: the precompiled header itself must be written.
