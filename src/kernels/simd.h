@@ -402,15 +402,16 @@ __attribute__((target("avx2,fma"))) inline void mul_sub_avx2(const float* a, flo
   mul_sub_scalar(a + i, b + i, c, n - i);
 }
 
-// 16 at a time: 1.1 % of the fused attention's forward + backward samples at T = 512 in 8.
+// 16 at a time, the tail under a mask (masked loads do not fault past n): 1.1 % of the fused
+// attention's forward + backward samples at T = 512 in 8.
 __attribute__((target("avx512f,avx2,fma"))) inline void mul_sub_avx512(const float* a, float* b,
                                                                        float c, int64_t n) {
   const __m512 vc = _mm512_set1_ps(c);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(
-        b + i, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_sub_ps(_mm512_loadu_ps(b + i), vc)));
-  mul_sub_avx2(a + i, b + i, c, n - i);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 p = _mm512_maskz_loadu_ps(lanes, a + i), dp = _mm512_maskz_loadu_ps(lanes, b + i);
+    _mm512_mask_storeu_ps(b + i, lanes, _mm512_mul_ps(p, _mm512_sub_ps(dp, vc)));
+  }
 }
 
 template <typename T>
