@@ -731,6 +731,24 @@ TEST(EmbeddingKernel, IsAtEmbeddingWithItsGradientOnAnyThreads) {
   EXPECT_THROW(kernels::embedding(at::zeros({5, 2}), at::tensor({5}, at::kLong), -1), c10::Error);
 }
 
+// A decoding step's input has the bits of the composite it replaces (the Transformer's embed():
+// lookup, times sqrt(d), plus the position's sinusoid), repeated ids included; ids outside the
+// table are refused.
+TEST(EmbeddingKernel, StepIsTheLookupScaledPlusThePositionBitForBit) {
+  at::manual_seed(33);
+  const auto w = at::randn({500, 256}), position = at::randn({256});
+  auto ids = at::randint(0, 500, {160}, at::kLong);
+  ids.index_put_({at::indexing::Slice(0, 5)}, 7);
+  const double scale = std::sqrt(256.0);
+  const auto expected = at::embedding(w, ids) * scale + position;
+  EXPECT_TRUE(at::equal(kernels::embed_step(w, ids, scale, position), expected));
+  EXPECT_TRUE(at::equal(kernels::embed_step(w, ids.to(at::kInt), 0.37, position),
+                        at::embedding(w, ids) * 0.37 + position));
+  EXPECT_THROW(kernels::embed_step(w, at::tensor({500}, at::kLong), scale, position), c10::Error);
+  EXPECT_THROW(kernels::embed_step(w, at::tensor({-1}, at::kLong), scale, position), c10::Error);
+  EXPECT_THROW(kernels::embed_step(w, ids, scale, at::randn({255})), c10::Error);
+}
+
 // The two blocks are w's columns (views), and their gradients land in one [R, C] gradient with
 // the bits of two narrows' (a block without a gradient gets zeros), on one thread and two, in
 // float and double. 300 x 700: the backward's rows are split.

@@ -71,4 +71,31 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   return Embedding::apply(weight, flat, padding_idx).view(shape);
 }
 
+at::Tensor embed_step(const at::Tensor& weight, const at::Tensor& ids, double scale,
+                      const at::Tensor& position) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && ids.dim() == 1 &&
+                  position.dim() == 1 && position.size(0) == weight.size(1) &&
+                  position.scalar_type() == at::kFloat,
+              "embed_step: weight must be float [V, E], ids [N] and position float [E]; got ",
+              weight.sizes(), ", ", ids.sizes(), " and ", position.sizes());
+  const int64_t V = weight.size(0), E = weight.size(1), N = ids.size(0);
+  const auto w = weight.contiguous(), p = position.contiguous();
+  const auto id = ids.to(at::kLong).contiguous();
+  auto out = at::empty({N, E}, w.options());
+  // ATen multiplies a float tensor by a double scalar in float; then a separate add.
+  const float s = static_cast<float>(scale);
+  const float* pos = p.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = id.data_ptr<int64_t>()[n];
+    TORCH_CHECK(t >= 0 && t < V, "embed_step: token ", t, " is not in the ", V, "-row table");
+    const float* row = w.data_ptr<float>() + t * E;
+    for (int64_t e = 0; e < E; ++e) {
+      const float scaled = row[e] * s;
+      o[n * E + e] = scaled + pos[e];
+    }
+  }
+  return out;
+}
+
 }  // namespace attnkit::kernels

@@ -222,8 +222,13 @@ DecodingState TransformerModelImpl::start(const Encoded& encoded, StepPath path)
 
 at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& state,
                                       at::Tensor* attention) {
-  auto x = embed(target_embedding, tokens.view({-1, 1}), state.position).squeeze(1);  // [N, D]
   if (state.fused) {
+    const auto position = state.position < positions_.size(0)
+                              ? positions_[state.position]
+                              : sinusoidal_positions(state.position, 1, options.d_model())[0];
+    const auto x = kernels::embed_step(target_embedding->weight, tokens.view({-1}),
+                                       std::sqrt(static_cast<double>(options.d_model())),
+                                       position);  // [N, D]
     std::vector<at::Tensor> keys, values;
     for (const auto& layer : state.layers) {
       keys.push_back(layer.memory_keys);
@@ -232,6 +237,7 @@ at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& s
     ++state.position;
     return (*state.fused)(x, keys, values, state.memory_mask, state.width, attention);
   }
+  auto x = embed(target_embedding, tokens.view({-1, 1}), state.position).squeeze(1);  // [N, D]
   std::vector<at::Tensor> cross;
   auto h = transformer->decoder->step(x, state.layers, state.memory_mask, state.width,
                                       attention ? &cross : nullptr,
