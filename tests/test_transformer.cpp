@@ -239,6 +239,47 @@ TEST(IncrementalDecoding, BeamsShareTheirSentenceSourceCache) {
   EXPECT_EQ(model->step(at::tensor({4, 4}), state).size(0), 2);
 }
 
+// Beams that split, die and leave with their sentence, over several positions: the fused step's
+// caches follow each row's history as the composite step's (an at::index_select of every cached
+// key and value per reorder) do, at every step. Heads of 16 (d_model 64) take the AVX-512
+// attention rows; 2 sentences of 3 beams, a sentence leaving after the fourth step.
+TEST(IncrementalDecoding, ReorderedBeamsKeepTheirOwnHistories) {
+  at::manual_seed(7);
+  TransformerModel model(tiny().d_model(64).heads(4));
+  model->eval();
+  at::NoGradGuard no_grad;
+  auto source = at::randint(4, 11, {2, 5}, at::kLong);
+  const auto lengths = at::tensor({5, 3}, at::kLong);
+  const auto encoded = model->encode(source, lengths);
+  auto fused = model->start(encoded), composite = model->start(encoded, StepPath::Packed);
+  ASSERT_TRUE(fused.fused && !composite.fused);
+  // Row i of the next step continues row origin[i]: splits (a row continued twice), a row
+  // nobody continues, and the rows in another order.
+  const std::vector<std::vector<int64_t>> origins = {
+      {0, 0, 0, 1, 1, 1}, {2, 0, 2, 3, 3, 5}, {1, 1, 1, 5, 4, 3}, {0, 2, 2, 4, 4, 4}};
+  auto tokens = at::full({2}, 1, at::kLong);
+  for (size_t t = 0; t <= origins.size(); ++t) {
+    const auto a = model->step(tokens, fused), b = model->step(tokens, composite);
+    EXPECT_TRUE(close(a, b)) << "step " << t;
+    if (t == origins.size()) break;
+    const auto origin = at::tensor(origins[t], at::kLong);
+    fused.reorder(origin, at::Tensor(), 3);
+    composite.reorder(origin, at::Tensor(), 3);
+    tokens = at::randint(4, 13, {6}, at::kLong);
+  }
+  // The first sentence leaves; the second's beams split once more.
+  const auto origin = at::tensor({5, 3, 3}, at::kLong), kept = at::tensor({1}, at::kLong);
+  fused.reorder(origin, kept, 3);
+  composite.reorder(origin, kept, 3);
+  for (int step = 0; step < 2; ++step) {
+    tokens = at::randint(4, 13, {3}, at::kLong);
+    EXPECT_TRUE(close(model->step(tokens, fused), model->step(tokens, composite)))
+        << "after the sentence left, step " << step;
+    fused.reorder(at::tensor({2, 2, 0}, at::kLong), at::Tensor(), 3);
+    composite.reorder(at::tensor({2, 2, 0}, at::kLong), at::Tensor(), 3);
+  }
+}
+
 // A beam search's step at batch 32 has enough rows for the kernels' threads to share its
 // per-row work (self- and cross-attention rows, the FFN's activation) as well as its products:
 // the same bits on one thread and two. 128 rows, heads of 64, 12 source positions, FFN 1024:
