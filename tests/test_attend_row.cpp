@@ -1,6 +1,6 @@
 // One query's attention over its keys and values (src/kernels/attend_row.h), as decoding attends
-// over its caches: every ISA against a softmax in double, rows with nothing kept, and the bits a
-// source padded at the end gives against the source alone.
+// over its caches: every ISA against a softmax in double, rows with nothing kept, the bits a
+// source padded at the end gives against the source alone, and positions read through pointers.
 
 #include "kernels/attend_row.h"
 
@@ -97,6 +97,33 @@ TEST(AttendRow, PaddingAtTheEndChangesNoBit) {
         for (int64_t j = 0; j < n; ++j) EXPECT_EQ(batch.weights[j], alone.weights[j]) << j;
         for (int64_t j = n; j < padded; ++j) EXPECT_EQ(batch.weights[j], 0.f) << j;
         for (int64_t c = 0; c < d; ++c) EXPECT_EQ(batch.ctx[c], alone.ctx[c]) << c;
+      }
+    }
+}
+
+// Positions read through one pointer each (a beam's history: the rows its ancestors wrote, spread
+// over the steps' buffers) give every ISA the bits of the same keys and values copied together.
+TEST(AttendRow, GatheredPositionsGiveTheBitsOfTheRowsTogether) {
+  at::manual_seed(14);
+  for (int64_t d : {16, 64, 48})
+    for (int64_t n : {1, 5, 16, 21}) {
+      const auto q = at::randn({d}), pool_k = at::randn({3 * n, d}), pool_v = at::randn({3 * n, d});
+      const auto rows = at::randperm(3 * n, at::kLong).narrow(0, 0, n);  // scattered in the pool
+      const auto k = pool_k.index_select(0, rows), v = pool_v.index_select(0, rows);
+      std::vector<const float*> keys(n), values(n);
+      for (int64_t j = 0; j < n; ++j) {
+        keys[j] = pool_k.data_ptr<float>() + rows[j].item<int64_t>() * d;
+        values[j] = pool_v.data_ptr<float>() + rows[j].item<int64_t>() * d;
+      }
+      for (Isa isa : kernels::supported_isas()) {
+        kernels::ScopedIsa scope(isa);
+        SCOPED_TRACE(::testing::Message() << to_string(isa) << " d " << d << " n " << n);
+        const auto together = attend(q, k, v, /*keep=*/nullptr, 0.3f);
+        Result gathered{std::vector<float>(n, -1.f), std::vector<float>(d, -1.f)};
+        kernels::attend_row(q.data_ptr<float>(), keys.data(), values.data(), n, d,
+                            /*keep=*/nullptr, 0.3f, gathered.weights.data(), gathered.ctx.data());
+        EXPECT_EQ(gathered.weights, together.weights);
+        EXPECT_EQ(gathered.ctx, together.ctx);
       }
     }
 }

@@ -14,22 +14,36 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-void attend_portable(const float* q, const float* keys, const float* values, int64_t n, int64_t d,
-                     const bool* keep, float scale, float* w, float* ctx) {
+// Where position j's key and value lie: rows d apart (Rows), or one pointer per position
+// (Gathered: a beam's self-attention cache, whose positions its ancestors wrote).
+struct Rows {
+  const float *keys, *values;
+  int64_t d;
+  const float* key(int64_t j) const { return keys + j * d; }
+  const float* value(int64_t j) const { return values + j * d; }
+};
+struct Gathered {
+  const float *const *keys, *const *values;
+  const float* key(int64_t j) const { return keys[j]; }
+  const float* value(int64_t j) const { return values[j]; }
+};
+
+template <typename At>
+void attend_portable(const float* q, const At& at, int64_t n, int64_t d, const bool* keep,
+                     float scale, float* w, float* ctx) {
   for (int64_t j = 0; j < n; ++j)
-    w[j] = (!keep || keep[j]) ? simd::dot(q, keys + j * d, d) * scale : 0.f;
+    w[j] = (!keep || keep[j]) ? simd::dot(q, at.key(j), d) * scale : 0.f;
   std::fill(ctx, ctx + d, 0.f);
   if (!masked_softmax_row(w, keep, w, n)) return;  // nothing to attend to: zeros
   for (int64_t j = 0; j < n; ++j)
-    if (w[j] != 0.f) simd::axpy(w[j], values + j * d, ctx, d);
+    if (w[j] != 0.f) simd::axpy(w[j], at.value(j), ctx, d);
 }
 
 // d = 16 V: q, and ctx's sums over the even and the odd keys, in 3 V registers.
-template <int V>
-__attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, const float* keys,
-                                                               const float* values, int64_t n,
-                                                               const bool* keep, float scale,
-                                                               float* w, float* ctx) {
+template <int V, typename At>
+__attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, const At& at,
+                                                               int64_t n, const bool* keep,
+                                                               float scale, float* w, float* ctx) {
   constexpr int64_t d = 16 * V;
   __m512 qv[V];
 #pragma GCC unroll 8
@@ -41,7 +55,7 @@ __attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, c
       w[j] = kNegInf;
       continue;
     }
-    const float* k = keys + j * d;
+    const float* k = at.key(j);
     __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
 #pragma GCC unroll 8
     for (int v = 1; v < V; ++v) acc = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k + 16 * v), acc);
@@ -70,7 +84,7 @@ __attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, c
   for (int64_t j = 0; j < n; ++j) {
     if (w[j] == 0.f) continue;  // not kept (or underflowed): V_j is not read
     const __m512 e = _mm512_set1_ps(w[j]);
-    const float* val = values + j * d;
+    const float* val = at.value(j);
     if (j % 2 == 0) {
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v) c0[v] = _mm512_fmadd_ps(e, _mm512_loadu_ps(val + 16 * v), c0[v]);
@@ -87,23 +101,39 @@ __attribute__((target("avx512f,avx2,fma"))) void attend_avx512(const float* q, c
   for (int64_t j = 0; j < n; ++j) w[j] *= inv;
 }
 
-using AttendFn = void (*)(const float*, const float*, const float*, int64_t, const bool*, float,
-                          float*, float*);
+template <typename At>
+using AttendFn = void (*)(const float*, const At&, int64_t, const bool*, float, float*, float*);
 
 // By d / 16, for d up to 128 (a 512-wide model's 4 heads; 8 registers each for q, c0 and c1).
-constexpr AttendFn kAvx512[9] = {nullptr,          attend_avx512<1>, attend_avx512<2>,
-                                 attend_avx512<3>, attend_avx512<4>, attend_avx512<5>,
-                                 attend_avx512<6>, attend_avx512<7>, attend_avx512<8>};
+template <typename At>
+constexpr AttendFn<At> kAvx512[9] = {nullptr,
+                                     attend_avx512<1, At>,
+                                     attend_avx512<2, At>,
+                                     attend_avx512<3, At>,
+                                     attend_avx512<4, At>,
+                                     attend_avx512<5, At>,
+                                     attend_avx512<6, At>,
+                                     attend_avx512<7, At>,
+                                     attend_avx512<8, At>};
 
-AttendFn avx512_for(int64_t d) { return d % 16 == 0 && d <= 128 ? kAvx512[d / 16] : nullptr; }
+template <typename At>
+void attend(const float* q, const At& at, int64_t n, int64_t d, const bool* keep, float scale,
+            float* weights, float* ctx) {
+  if (cpu_isa() == Isa::Avx512 && d % 16 == 0 && d <= 128)
+    return kAvx512<At>[d / 16](q, at, n, keep, scale, weights, ctx);
+  attend_portable(q, at, n, d, keep, scale, weights, ctx);
+}
 
 }  // namespace
 
 void attend_row(const float* q, const float* keys, const float* values, int64_t n, int64_t d,
                 const bool* keep, float scale, float* weights, float* ctx) {
-  if (cpu_isa() == Isa::Avx512)
-    if (const AttendFn fn = avx512_for(d)) return fn(q, keys, values, n, keep, scale, weights, ctx);
-  attend_portable(q, keys, values, n, d, keep, scale, weights, ctx);
+  attend(q, Rows{keys, values, d}, n, d, keep, scale, weights, ctx);
+}
+
+void attend_row(const float* q, const float* const* keys, const float* const* values, int64_t n,
+                int64_t d, const bool* keep, float scale, float* weights, float* ctx) {
+  attend(q, Gathered{keys, values}, n, d, keep, scale, weights, ctx);
 }
 
 }  // namespace attnkit::kernels

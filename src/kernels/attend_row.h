@@ -33,4 +33,10 @@ namespace attnkit::kernels {
 void attend_row(const float* q, const float* keys, const float* values, int64_t n, int64_t d,
                 const bool* keep, float scale, float* weights, float* ctx);
 
+// The same with position j's key at keys[j] and its value at values[j] (d floats each): a beam's
+// self-attention cache, whose earlier positions its ancestors wrote and its sibling beams share.
+// The same bits as the rows copied together.
+void attend_row(const float* q, const float* const* keys, const float* const* values, int64_t n,
+                int64_t d, const bool* keep, float scale, float* weights, float* ctx);
+
 }  // namespace attnkit::kernels

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "attend_row.h"
 #include "layer_norm_rows.h"
@@ -40,56 +39,16 @@ float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M
 TransformerDecoderStep::TransformerDecoderStep(std::shared_ptr<const TransformerStepWeights> w)
     : weights_(std::move(w)), caches_(weights_->layers.size()) {}
 
-void TransformerDecoderStep::ensure_capacity(int64_t slots, int64_t positions) {
-  if (slots <= slots_ && positions <= capacity_) return;
-  const int64_t D = weights_->layers[0].self_out.out(), H = weights_->heads, d = D / H;
-  const int64_t capacity =
-      positions <= capacity_ ? capacity_ : std::max<int64_t>({16, 2 * capacity_, positions});
-  const int64_t grown_slots = std::max(slots, slots_);
-  for (auto& c : caches_)
-    for (auto* buffer : {&c.keys, &c.values}) {
-      // Uninitialised: only positions a row has written are read (zero-filling these buffers
-      // took 1 % of a beam search's samples).
-      std::unique_ptr<float[]> grown(new float[grown_slots * H * capacity * d]);
-      for (int64_t sh = 0; sh < slots_ * H; ++sh)  // each (slot, head)'s positions so far
-        std::copy_n(buffer->get() + sh * capacity_ * d, length_ * d,
-                    grown.get() + sh * capacity * d);
-      buffer->swap(grown);
-    }
-  capacity_ = capacity;
-  slots_ = grown_slots;
-}
-
 void TransformerDecoderStep::reorder(const std::vector<int64_t>& origin) {
-  const int64_t rows = static_cast<int64_t>(origin.size()), previous = slot_.size();
-  // The first row continuing a row takes over its slot; the others get slots no row kept, and a
-  // copy of it.
-  std::vector<int64_t> slot(rows, -1);
-  std::vector<bool> kept(std::max(slots_, rows), false);
+  const int64_t rows = static_cast<int64_t>(origin.size());
+  std::vector<int64_t> history(rows * length_);
   for (int64_t i = 0; i < rows; ++i) {
-    TORCH_CHECK(origin[i] >= 0 && origin[i] < previous, "TransformerDecoderStep: row ", origin[i],
-                " is not one of the ", previous, " rows");
-    const int64_t s = slot_[origin[i]];
-    if (!kept[s]) kept[s] = true, slot[i] = s;
+    TORCH_CHECK(origin[i] >= 0 && origin[i] < rows_, "TransformerDecoderStep: row ", origin[i],
+                " is not one of the ", rows_, " rows");
+    std::copy_n(history_.begin() + origin[i] * length_, length_, history.begin() + i * length_);
   }
-  ensure_capacity(rows, length_);
-  kept.resize(slots_, false);
-  const int64_t D = weights_->layers[0].self_out.out(), H = weights_->heads, d = D / H;
-  const int64_t block = capacity_ * d;  // one (slot, head)'s positions
-  int64_t free = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    if (slot[i] >= 0) continue;
-    while (kept[free]) ++free;
-    kept[free] = true;
-    slot[i] = free;
-    const int64_t from = slot_[origin[i]];
-    for (auto& c : caches_)
-      for (auto* buffer : {&c.keys, &c.values})
-        for (int64_t h = 0; h < H; ++h)
-          std::copy_n(buffer->get() + (from * H + h) * block, length_ * d,
-                      buffer->get() + (free * H + h) * block);
-  }
-  slot_ = std::move(slot);
+  history_ = std::move(history);
+  rows_ = rows;
 }
 
 at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
@@ -108,14 +67,10 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
                   memory_keys[0].size(2) == S,
               "TransformerDecoderStep: ", N, " rows do not match ", memory_mask.size(0),
               " sentences x ", width, " with ", memory_keys.size(), " layers of source keys");
-  if (length_ == 0) {
-    slot_.resize(N);
-    std::iota(slot_.begin(), slot_.end(), 0);
-  }
-  TORCH_CHECK(N == static_cast<int64_t>(slot_.size()), "TransformerDecoderStep: ", N,
-              " rows, but the caches hold ", slot_.size(), " (reorder() first)");
-  ensure_capacity(N, length_ + 1);
-  const int64_t t = length_, block = capacity_ * d;
+  if (length_ == 0) rows_ = N;
+  TORCH_CHECK(N == rows_, "TransformerDecoderStep: ", N, " rows, but the caches hold ", rows_,
+              " (reorder() first)");
+  const int64_t t = length_;
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   const auto xc = x.contiguous();
   h_.assign(xc.data_ptr<float>(), xc.data_ptr<float>() + N * D);
@@ -135,22 +90,28 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
   for (int64_t l = 0; l < L; ++l) {
     const auto& p = w.layers[l];
     auto& cache = caches_[l];
-    // Self-attention: the newest key and value join the row's cache, the query reads it all.
-    // Rows are independent (each its own cache slot), so blocks of them go to the kernels'
-    // threads: with one batch at a time, these loops had run on one core while the other waited.
+    // Self-attention: the newest keys and values are this step's, written once; a row's query
+    // reads its history's. Rows are independent, so blocks of them go to the kernels' threads:
+    // with one batch at a time, these loops had run on one core while the other waited.
     product(p.self_qkv, input(p.norm1_weight, p.norm1_bias), N, wide_.data());  // [N, 3D]
+    cache.keys.emplace_back(new float[N * D]);  // [N, H, d] = [N, D]
+    cache.values.emplace_back(new float[N * D]);
     for_each_row_block(N, /*per_row=*/2 * H * (t + 1) * d, [&](int64_t from, int64_t to) {
       std::vector<float> scores(t + 1);
-      for (int64_t n = from; n < to; ++n)
+      std::vector<const float*> keys(t + 1), values(t + 1);
+      for (int64_t n = from; n < to; ++n) {
+        std::copy_n(wide_.data() + n * 3 * D + D, D, cache.keys[t].get() + n * D);
+        std::copy_n(wide_.data() + n * 3 * D + 2 * D, D, cache.values[t].get() + n * D);
         for (int64_t head = 0; head < H; ++head) {
-          const float* qkv = wide_.data() + n * 3 * D + head * d;
-          float* keys = cache.keys.get() + (slot_[n] * H + head) * block;
-          float* values = cache.values.get() + (slot_[n] * H + head) * block;
-          std::copy_n(qkv + D, d, keys + t * d);
-          std::copy_n(qkv + 2 * D, d, values + t * d);
-          attend_row(qkv, keys, values, t + 1, d, /*keep=*/nullptr, scale, scores.data(),
-                     merged_.data() + n * D + head * d);
+          for (int64_t j = 0; j <= t; ++j) {
+            const int64_t writer = j < t ? history_[n * t + j] : n;
+            keys[j] = cache.keys[j].get() + writer * D + head * d;
+            values[j] = cache.values[j].get() + writer * D + head * d;
+          }
+          attend_row(wide_.data() + n * 3 * D + head * d, keys.data(), values.data(), t + 1, d,
+                     /*keep=*/nullptr, scale, scores.data(), merged_.data() + n * D + head * d);
         }
+      }
     });
     product(p.self_out, merged_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm1_weight, p.norm1_bias, w.eps);
@@ -189,6 +150,13 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
   layer_norm(h_.data(), N, D, w.norm_weight, w.norm_bias, w.eps, y_.data());
   auto logits = at::empty({N, w.output.out()});
   product(w.output, y_.data(), N, logits.data_ptr<float>());
+  // Each row's position t is its own.
+  std::vector<int64_t> history(N * (t + 1));
+  for (int64_t n = 0; n < N; ++n) {
+    std::copy_n(history_.begin() + n * t, t, history.begin() + n * (t + 1));
+    history[n * (t + 1) + t] = n;
+  }
+  history_ = std::move(history);
   ++length_;
   return logits;
 }
