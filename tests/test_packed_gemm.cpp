@@ -105,6 +105,54 @@ TEST(PackedGemm, PlainPackingSplitBetweenThreadsEqualsOneThread) {
     }
 }
 
+// B read where it lies (Panels::in_place) gives the bits of B packed (Panels::plain), as
+// fused attention relies on: rows for the wide kernels (1-3) and the blocks, x as it lies and
+// transposed, a sum longer than one slice, and the blocks of K and V attention takes (a range of
+// B's rows, a range of whole panels). A B whose columns do not fill whole panels, or a scale, is
+// packed instead, with the same bits.
+
+TEST(PackedGemm, InPlaceEqualsPackedBitForBit) {
+  at::manual_seed(14);
+  for (Isa isa : supported_isas()) {
+    const int64_t width = isa == Isa::Avx512 ? 32 : 16;
+    for (int64_t n : {width, 4 * width, 2 * width + 5})
+      for (int64_t m : {1, 2, 3, 9, 100})
+        for (int64_t k : {7, 300})
+          for (bool x_transposed : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << to_string(isa) << " n " << n << " m " << m << " k "
+                                              << k << " x transposed " << x_transposed);
+            const int64_t ldb = n + 3;
+            auto b = at::randn({k, ldb});
+            auto x = x_transposed ? at::randn({k, m + 2}).narrow(1, 0, m).t() : at::randn({m, k});
+            const float* bp = b.data_ptr<float>();
+            const auto packed = Panels<float>::plain(bp, k, n, ldb, {1, 1, isa});
+            const auto in_place = Panels<float>::in_place(bp, k, n, ldb, {1, 1, isa});
+            auto a = at::randn({m, n}), c = a.clone();
+            packed.multiply(x.data_ptr<float>(), m, x.stride(0), a.data_ptr<float>(), n,
+                            /*accumulate=*/true, x.stride(1));
+            in_place.multiply(x.data_ptr<float>(), m, x.stride(0), c.data_ptr<float>(), n,
+                              /*accumulate=*/true, x.stride(1));
+            EXPECT_TRUE(at::equal(a, c));
+            // x times rows [k0, k1) and the columns from the second panel on (if any).
+            const int64_t k0 = k / 3, k1 = k - 1, col = n > width ? width : 0, cols = n - col;
+            auto e = at::zeros({m, cols}), f = at::zeros({m, cols});
+            packed.multiply_block(x.data_ptr<float>(), m, x.stride(0), e.data_ptr<float>(), cols,
+                                  false, x.stride(1), k0, k1, col, n);
+            in_place.multiply_block(x.data_ptr<float>(), m, x.stride(0), f.data_ptr<float>(), cols,
+                                    false, x.stride(1), k0, k1, col, n);
+            EXPECT_TRUE(at::equal(e, f));
+          }
+    // A scale cannot ride on B as it lies: packed, scaled, the same as plain's.
+    auto b = at::randn({20, width}), x = at::randn({5, 20});
+    auto a = at::empty({5, width}), c = at::empty({5, width});
+    Panels<float>::plain(b.data_ptr<float>(), 20, width, width, {0.3, 1, isa})
+        .multiply(x.data_ptr<float>(), 5, 20, a.data_ptr<float>(), width, false);
+    Panels<float>::in_place(b.data_ptr<float>(), 20, width, width, {0.3, 1, isa})
+        .multiply(x.data_ptr<float>(), 5, 20, c.data_ptr<float>(), width, false);
+    EXPECT_TRUE(at::equal(a, c)) << to_string(isa) << " scaled";
+  }
+}
+
 // x read as the transpose of a row-major matrix: a weight gradient dy^T x, summed over more rows
 // than one pass takes.
 TEST(PackedGemm, TransposedRowsOfX) {

@@ -346,7 +346,7 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
       const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H);
       const auto On = row(O, n, H);
       const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});
-      const auto vp = Panels<float>::plain(Vn.data, Tk, dv, Vn.ld);
+      const auto vp = Panels<float>::in_place(Vn.data, Tk, dv, Vn.ld);
       for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
         const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
         std::fill(m.begin(), m.end(), kNegInf);
@@ -410,18 +410,20 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
       const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H), On = row(O, n, H),
                  dOn = row(dO, n, H);
       const auto dQn = row(dQ, n, H), dKn = row(dK, n, H), dVn = row(dV, n, H);
-      for (int64_t i = 0; i < Tq; ++i) {  // D_i = dO_i · O_i
+      for (int64_t i = 0; i < Tq; ++i) {  // scale D_i = scale (dO_i · O_i)
         float acc = 0;
         for (int c = 0; c < dv; ++c) acc += dOn.at(i)[c] * On.at(i)[c];
-        D[i] = acc;
+        D[i] = scale * acc;
       }
-      // Each operand packed once for the row, in the layout its product reads, scaled where the
-      // product is.
-      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});  // S
-      const auto vt = Panels<float>::transposed(Vn.data, Tk, dv, Vn.ld);           // dP = dO Vᵀ
-      const auto scaled_k = Panels<float>::plain(Kn.data, Tk, d, Kn.ld, {scale});  // dQ = dS sK
-      const auto scaled_q = Panels<float>::plain(Qn.data, Tq, d, Qn.ld, {scale});  // dK = dSᵀ sQ
-      const auto dop = Panels<float>::plain(dOn.data, Tq, dv, dOn.ld);             // dV = Pᵀ dO
+      // The operands the transposed products read, packed once for the row, scaled where the
+      // product is; the scale of dQ = scale dS K and dK = scale dSᵀ Q rides on dP and D, so that
+      // K, Q and dO are read where they lie (Panels::in_place). Scaling dS instead of K and Q
+      // changes no bit when the scale is a power of two (d = 64: 1/8).
+      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});   // S
+      const auto scaled_vt = Panels<float>::transposed(Vn.data, Tk, dv, Vn.ld, {scale});  // dP
+      const auto k_rows = Panels<float>::in_place(Kn.data, Tk, d, Kn.ld);      // dQ = (s dS) K
+      const auto q_rows = Panels<float>::in_place(Qn.data, Tq, d, Qn.ld);      // dK = (s dS)ᵀ Q
+      const auto do_rows = Panels<float>::in_place(dOn.data, Tq, dv, dOn.ld);  // dV = Pᵀ dO
       for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
         const int bk = static_cast<int>(std::min<int64_t>(kBlockK, Tk - j0));
         for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
@@ -435,22 +437,22 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
             else
               exp_shift(row, row, bk, lse_i);
           }
-          // dV += Pᵀ dO (Pᵀ read in place) ; dP = dO Vᵀ
-          dop.multiply_block(s.data(), bk, /*ldx=*/1, dVn.at(j0), /*ldy=*/dVn.ld,
-                             /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
-                             /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/dv);
-          vt.multiply_block(dOn.at(i0), bq, /*ldx=*/dOn.ld, dp.data(), /*ldy=*/bk,
-                            /*accumulate=*/false, /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv,
-                            /*col_begin=*/j0, /*col_end=*/j0 + bk);
-          for (int i = 0; i < bq; ++i)  // dS = P ∘ (dP - D)
+          // dV += Pᵀ dO (Pᵀ read in place) ; scale dP = dO (scale V)ᵀ
+          do_rows.multiply_block(s.data(), bk, /*ldx=*/1, dVn.at(j0), /*ldy=*/dVn.ld,
+                                 /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
+                                 /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/dv);
+          scaled_vt.multiply_block(dOn.at(i0), bq, /*ldx=*/dOn.ld, dp.data(), /*ldy=*/bk,
+                                   /*accumulate=*/false, /*kstride=*/1, /*k_begin=*/0, /*k_end=*/dv,
+                                   /*col_begin=*/j0, /*col_end=*/j0 + bk);
+          for (int i = 0; i < bq; ++i)  // scale dS = P ∘ (scale dP - scale D)
             simd::mul_sub(s.data() + i * bk, dp.data() + i * bk, D[i0 + i], bk);
-          // dQ += dS (scale K) ; dK += dSᵀ (scale Q)
-          scaled_k.multiply_block(dp.data(), bq, /*ldx=*/bk, dQn.at(i0), /*ldy=*/dQn.ld,
-                                  /*accumulate=*/j0 > 0, /*kstride=*/1, /*k_begin=*/j0,
-                                  /*k_end=*/j0 + bk, /*col_begin=*/0, /*col_end=*/d);
-          scaled_q.multiply_block(dp.data(), bk, /*ldx=*/1, dKn.at(j0), /*ldy=*/dKn.ld,
-                                  /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
-                                  /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/d);
+          // dQ += (scale dS) K ; dK += (scale dS)ᵀ Q
+          k_rows.multiply_block(dp.data(), bq, /*ldx=*/bk, dQn.at(i0), /*ldy=*/dQn.ld,
+                                /*accumulate=*/j0 > 0, /*kstride=*/1, /*k_begin=*/j0,
+                                /*k_end=*/j0 + bk, /*col_begin=*/0, /*col_end=*/d);
+          q_rows.multiply_block(dp.data(), bk, /*ldx=*/1, dKn.at(j0), /*ldy=*/dKn.ld,
+                                /*accumulate=*/i0 > 0, /*kstride=*/bk, /*k_begin=*/i0,
+                                /*k_end=*/i0 + bq, /*col_begin=*/0, /*col_end=*/d);
         }
       }
     }

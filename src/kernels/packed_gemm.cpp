@@ -28,9 +28,9 @@ constexpr int64_t kColumnBlock2 = 256;
 // copy.
 template <int R>
 __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda, int64_t ks,
-                                                    const float* b, int64_t K, float* c,
-                                                    int64_t ldc, bool accumulate, int64_t cols,
-                                                    const float* start) {
+                                                    const float* b, int64_t ldb, int64_t K,
+                                                    float* c, int64_t ldc, bool accumulate,
+                                                    int64_t cols, const float* start) {
   __m256 lo[R], hi[R];
   alignas(32) float row[16];
   __m256 start_lo = _mm256_setzero_ps(), start_hi = _mm256_setzero_ps();
@@ -57,7 +57,7 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda,
     }
   }
   for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * 16), b1 = _mm256_loadu_ps(b + k * 16 + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const __m256 x = _mm256_broadcast_ss(a + i * lda + k * ks);
@@ -82,9 +82,9 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda,
 // The same with zmm registers on panels of 32.
 template <int R>
 __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda, int64_t ks,
-                                                     const float* b, int64_t K, float* c,
-                                                     int64_t ldc, bool accumulate, int64_t cols,
-                                                     const float* start) {
+                                                     const float* b, int64_t ldb, int64_t K,
+                                                     float* c, int64_t ldc, bool accumulate,
+                                                     int64_t cols, const float* start) {
   const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1),
                   mhi = static_cast<__mmask16>(cols >= 32  ? 0xffff
                                                : cols > 16 ? (1u << (cols - 16)) - 1
@@ -98,7 +98,7 @@ __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda
     hi[i] = accumulate ? _mm512_maskz_loadu_ps(mhi, c + i * ldc + 16) : start_hi;
   }
   for (int64_t k = 0; k < K; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(b + k * 32), b1 = _mm512_loadu_ps(b + k * 32 + 16);
+    const __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const __m512 x = _mm512_set1_ps(a[i * lda + k * ks]);
@@ -124,9 +124,9 @@ constexpr int kWideRows = 3;
 
 template <int R, int P>
 __attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, int64_t ks,
-                                                   const float* b, int64_t stride, int64_t K,
-                                                   float* c, int64_t ldc, bool accumulate,
-                                                   const float* start) {
+                                                   const float* b, int64_t stride, int64_t ldb,
+                                                   int64_t K, float* c, int64_t ldc,
+                                                   bool accumulate, const float* start) {
   __m256 acc[R][2 * P];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -141,8 +141,8 @@ __attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, 
       const __m256 x = _mm256_broadcast_ss(a + i * lda + k * ks);
 #pragma GCC unroll 8
       for (int q = 0; q < 2 * P; ++q)
-        acc[i][q] = _mm256_fmadd_ps(x, _mm256_loadu_ps(b + (q / 2) * stride + k * 16 + (q % 2) * 8),
-                                    acc[i][q]);
+        acc[i][q] = _mm256_fmadd_ps(
+            x, _mm256_loadu_ps(b + (q / 2) * stride + k * ldb + (q % 2) * 8), acc[i][q]);
     }
   }
 #pragma GCC unroll 8
@@ -153,9 +153,9 @@ __attribute__((target("avx2,fma"))) void wide_avx2(const float* a, int64_t lda, 
 
 template <int R, int P>
 __attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda, int64_t ks,
-                                                    const float* b, int64_t stride, int64_t K,
-                                                    float* c, int64_t ldc, bool accumulate,
-                                                    const float* start) {
+                                                    const float* b, int64_t stride, int64_t ldb,
+                                                    int64_t K, float* c, int64_t ldc,
+                                                    bool accumulate, const float* start) {
   __m512 acc[R][2 * P];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -171,7 +171,7 @@ __attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda,
 #pragma GCC unroll 8
       for (int q = 0; q < 2 * P; ++q)
         acc[i][q] = _mm512_fmadd_ps(
-            x, _mm512_loadu_ps(b + (q / 2) * stride + k * 32 + (q % 2) * 16), acc[i][q]);
+            x, _mm512_loadu_ps(b + (q / 2) * stride + k * ldb + (q % 2) * 16), acc[i][q]);
     }
   }
 #pragma GCC unroll 8
@@ -180,8 +180,8 @@ __attribute__((target("avx512f"))) void wide_avx512(const float* a, int64_t lda,
     for (int q = 0; q < 2 * P; ++q) _mm512_storeu_ps(c + i * ldc + q * 16, acc[i][q]);
 }
 
-using WideFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
-                        int64_t, bool, const float*);
+using WideFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
+                        float*, int64_t, bool, const float*);
 struct Wide {
   WideFn fn;
   int64_t panels;  // P
@@ -192,8 +192,8 @@ constexpr Wide kWideAvx2[kWideRows + 1] = {
 constexpr Wide kWideAvx512[kWideRows + 1] = {
     {nullptr, 0}, {wide_avx512<1, 4>, 4}, {wide_avx512<2, 4>, 4}, {wide_avx512<3, 2>, 2}};
 
-using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
-                         bool, int64_t, const float*);
+using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
+                         int64_t, bool, int64_t, const float*);
 constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,           block_avx2<1>, block_avx2<2>,
                                        block_avx2<3>,     block_avx2<4>, block_avx2<5>,
                                        block_avx2<kRows2>};
@@ -229,12 +229,12 @@ __attribute__((target("avx"))) void transpose8x8(const float* src, int64_t lds, 
 // The portable path and double precision: the same sums in the same order, rounded after each
 // multiply where the vector blocks fuse it with the add.
 template <typename T>
-void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data, int64_t panel_k,
-                     int64_t K, int64_t N, int64_t width, T* y, int64_t ldy, bool accumulate,
-                     const T* start) {
+void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* data,
+                     int64_t panel_stride, int64_t ldb, int64_t K, int64_t N, int64_t width, T* y,
+                     int64_t ldy, bool accumulate, const T* start) {
   std::vector<T> sum(width);
   for (int64_t p = 0; p * width < N; ++p) {
-    const T* b = data + p * panel_k * width;
+    const T* b = data + p * panel_stride;
     const int64_t cols = std::min(width, N - p * width);
     for (int64_t i = 0; i < m; ++i) {
       T* yi = y + i * ldy + p * width;
@@ -245,7 +245,7 @@ void multiply_scalar(const T* x, int64_t m, int64_t ldx, int64_t ks, const T* da
         std::copy(start + p * width, start + p * width + cols, sum.begin());
       for (int64_t k = 0; k < K; ++k) {
         const T xk = x[i * ldx + k * ks];
-        for (int64_t j = 0; j < width; ++j) sum[j] += xk * b[k * width + j];
+        for (int64_t j = 0; j < width; ++j) sum[j] += xk * b[k * ldb + j];
       }
       std::copy(sum.begin(), sum.begin() + cols, yi);
     }
@@ -262,7 +262,10 @@ Panels<T>::Panels(int64_t k, int64_t n, Isa isa)
       isa_(std::is_same_v<T, float> ? isa : Isa::Scalar),
       data_(static_cast<T*>(
           ::operator new[](sizeof(T) * static_cast<size_t>((n + width_ - 1) / width_ * width_ * k),
-                           std::align_val_t(64)))) {
+                           std::align_val_t(64)))),
+      base_(data_.get()),
+      ldb_(width_),
+      panel_stride_(k * width_) {
   if (n % width_ == 0) return;
   T* last = data_.get() + (n / width_) * k * width_;  // its columns past n stay zero
   for (int64_t kk = 0; kk < k; ++kk)
@@ -336,6 +339,22 @@ Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
 }
 
 template <typename T>
+Panels<T> Panels<T>::in_place(const T* b, int64_t k, int64_t n, int64_t ldb,
+                              const PackOptions& options) {
+  const int64_t width = options.isa == Isa::Avx512 && std::is_same_v<T, float> ? 32 : 16;
+  if (n % width != 0 || options.scale != 1) return plain(b, k, n, ldb, options);
+  Panels out;
+  out.k_ = k;
+  out.n_ = n;
+  out.width_ = width;
+  out.isa_ = std::is_same_v<T, float> ? options.isa : Isa::Scalar;
+  out.base_ = b;
+  out.ldb_ = ldb;
+  out.panel_stride_ = width;  // panel p: columns p width .. of B's rows
+  return out;
+}
+
+template <typename T>
 void Panels<T>::multiply(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                          int64_t kstride, const T* bias) const {
   multiply_block(x, m, ldx, y, ldy, accumulate, kstride, 0, k_, 0, n_, bias);
@@ -361,7 +380,7 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
     }
     return;
   }
-  const T* first = data_.get() + (col_begin / width_) * k_ * width_ + k_begin * width_;
+  const T* first = base_ + (col_begin / width_) * panel_stride_ + k_begin * ldb_;
   if constexpr (std::is_same_v<T, float>) {
     if (isa_ != Isa::Scalar) {
       const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;
@@ -370,8 +389,8 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
       if (m <= kWideRows) {
         const Wide wide = (isa_ == Isa::Avx512 ? kWideAvx512 : kWideAvx2)[m];
         for (; (p0 + wide.panels) * width_ <= N; p0 += wide.panels)
-          wide.fn(x, ldx, kstride, first + p0 * k_ * width_, k_ * width_, K, y + p0 * width_, ldy,
-                  accumulate, bias ? bias + p0 * width_ : nullptr);
+          wide.fn(x, ldx, kstride, first + p0 * panel_stride_, panel_stride_, ldb_, K,
+                  y + p0 * width_, ldy, accumulate, bias ? bias + p0 * width_ : nullptr);
       }
       // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
       // most) stays in L1 while every row block streams it; and the rows kRowBlock at a time, so
@@ -395,12 +414,13 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
           for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
             const int64_t depth = std::min(kDepth, K - k0);
             for (int64_t p = g0; p < g1; ++p) {
-              const float* b = first + (p * k_ + k0) * width_;
+              const float* b = first + p * panel_stride_ + k0 * ldb_;
               const int64_t cols = std::min(width_, N - p * width_);
               for (int64_t i = i0; i < i1; i += rows)
-                blocks[std::min<int64_t>(rows, i1 - i)](
-                    x + i * ldx + k0 * kstride, ldx, kstride, b, depth, y + i * ldy + p * width_,
-                    ldy, accumulate || k0 > 0, cols, bias ? bias + p * width_ : nullptr);
+                blocks[std::min<int64_t>(rows, i1 - i)](x + i * ldx + k0 * kstride, ldx, kstride, b,
+                                                        ldb_, depth, y + i * ldy + p * width_, ldy,
+                                                        accumulate || k0 > 0, cols,
+                                                        bias ? bias + p * width_ : nullptr);
             }
           }
         }
@@ -408,7 +428,8 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
       return;
     }
   }
-  multiply_scalar(x, m, ldx, kstride, first, k_, K, N, width_, y, ldy, accumulate, bias);
+  multiply_scalar(x, m, ldx, kstride, first, panel_stride_, ldb_, K, N, width_, y, ldy, accumulate,
+                  bias);
 }
 
 template <typename T>
