@@ -5,8 +5,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/matmul.h"
@@ -107,6 +109,46 @@ TEST(CpuIsa, Avx512ExponentialsHaveTheAvx2Bits) {
         kernels::simd::exp_shift_avx512(s.data_ptr<float>(), p512.data_ptr<float>(), n, m);
     EXPECT_TRUE(at::equal(p2, p512)) << n;
     EXPECT_EQ(std::memcmp(&sum2, &sum512, sizeof(float)), 0) << n << ": " << sum2 << " " << sum512;
+    // The base-2 ones (the attention kernel's long rows): scores down to -126 and beyond.
+    const float two2 = kernels::simd::exp_shift_avx2<kernels::simd::Base::Two>(
+        s.data_ptr<float>(), p2.data_ptr<float>(), n, m);
+    const float two512 = kernels::simd::exp_shift_avx512<kernels::simd::Base::Two>(
+        s.data_ptr<float>(), p512.data_ptr<float>(), n, m);
+    EXPECT_TRUE(at::equal(p2, p512)) << "base 2, " << n;
+    EXPECT_EQ(std::memcmp(&two2, &two512, sizeof(float)), 0) << "base 2, " << n;
+  }
+}
+
+// 2^(s - m) on every ISA within 2 ulp of the double-precision value (the vector polynomial's
+// bound; the scalar loop calls std::exp2), on dense inputs over the whole normal range and at
+// the reduction's edges (r = +-0.5), exactly 0 below -126 and for -inf, and the returned sum
+// equal to the sum of what was stored.
+TEST(CpuIsa, BaseTwoExponentialsAreWithinTwoUlpOnEveryIsa) {
+  std::vector<float> s;
+  for (float x = -126.f; x <= 0.f; x += 0.0137f) s.push_back(x);
+  for (int e = -126; e <= 0; ++e)
+    for (float d : {-0.5f, 0.5f, -0.49999997f, 0.49999997f, 0.f})
+      if (e + d <= 0.f && e + d >= -126.f) s.push_back(static_cast<float>(e) + d);
+  const size_t normal = s.size();
+  for (float x : {-126.0001f, -127.f, -150.f, -1e30f, -std::numeric_limits<float>::infinity()})
+    s.push_back(x);
+  for (Isa isa : kernels::supported_isas()) {
+    kernels::ScopedIsa scope(isa);
+    std::vector<float> p(s.size());
+    const float sum =
+        kernels::simd::exp2_shift(s.data(), p.data(), static_cast<int>(s.size()), 0.f);
+    double worst = 0, stored = 0;
+    for (size_t j = 0; j < normal; ++j) {
+      const double exact = std::exp2(static_cast<double>(s[j]));
+      const double ulp =
+          std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact);
+      worst = std::max(worst, std::abs(p[j] - exact) / ulp);
+    }
+    for (size_t j = normal; j < s.size(); ++j)
+      EXPECT_EQ(p[j], 0.f) << s[j] << " on " << to_string(isa);
+    for (float x : p) stored += x;
+    EXPECT_LE(worst, 2.0) << to_string(isa);
+    EXPECT_NEAR(sum, stored, 1e-5 * stored) << to_string(isa);
   }
 }
 

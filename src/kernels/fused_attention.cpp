@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kBlockQ = 128, kBlockK = 512;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr double kLog2e = 1.44269504088896340736;
 
 using packed::Panels;
 
@@ -321,6 +322,11 @@ int short_width512(const Sizes& z) {
 }
 
 // ---- long rows: blocks on the packed products ----
+//
+// Their scores are in base 2: K is packed scaled by scale log2 e, so that P = 2^(S - m) is
+// exp2_shift's (eleven operations a vector against exp_shift's seventeen; the exponentials were
+// a tenth of the forward pass's samples at T = 512), and L is the base-2 log-sum-exp of those
+// scores, which the backward pass recomputes the same way.
 
 void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Rows<const float> V,
                     const MaskView& mask, float scale, Rows<float> O, float* L) {
@@ -345,7 +351,7 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
     for (int64_t n = begin; n < end; ++n) {
       const auto Qn = row(Q, n, H), Kn = row(K, n, H), Vn = row(V, n, H);
       const auto On = row(O, n, H);
-      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});
+      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale * kLog2e});
       const auto vp = Panels<float>::in_place(Vn.data, Tk, dv, Vn.ld);
       for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
         const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
@@ -362,8 +368,8 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
               std::fill(row, row + bk, 0.f);
               continue;
             }
-            const float correction = m[i] == kNegInf ? 0.f : std::exp(m[i] - m_new);
-            l[i] = l[i] * correction + exp_shift(row, row, bk, m_new);
+            const float correction = m[i] == kNegInf ? 0.f : std::exp2(m[i] - m_new);
+            l[i] = l[i] * correction + simd::exp2_shift(row, row, bk, m_new);
             if (correction != 1.f)
               for (int c = 0; c < dv; ++c) acc[i * dv + c] *= correction;
             m[i] = m_new;
@@ -376,7 +382,7 @@ void forward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, Ro
           float* o = On.at(i0 + i);
           const float inv = l[i] > 0 ? 1.f / l[i] : 0.f;
           for (int c = 0; c < dv; ++c) o[c] = acc[i * dv + c] * inv;
-          L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log(l[i]) : kNegInf;
+          L[n * Tq + i0 + i] = l[i] > 0 ? m[i] + std::log2(l[i]) : kNegInf;
         }
       }
     }
@@ -419,7 +425,8 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
       // product is; the scale of dQ = scale dS K and dK = scale dSᵀ Q rides on dP and D, so that
       // K, Q and dO are read where they lie (Panels::in_place). Scaling dS instead of K and Q
       // changes no bit when the scale is a power of two (d = 64: 1/8).
-      const auto scaled_kt = Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale});   // S
+      const auto scaled_kt =
+          Panels<float>::transposed(Kn.data, Tk, d, Kn.ld, {scale * kLog2e});  // S, base 2
       const auto scaled_vt = Panels<float>::transposed(Vn.data, Tk, dv, Vn.ld, {scale});  // dP
       const auto k_rows = Panels<float>::in_place(Kn.data, Tk, d, Kn.ld);      // dQ = (s dS) K
       const auto q_rows = Panels<float>::in_place(Qn.data, Tq, d, Qn.ld);      // dK = (s dS)ᵀ Q
@@ -429,13 +436,13 @@ void backward_kernel(const Sizes& z, Rows<const float> Q, Rows<const float> K, R
         for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
           const int bq = static_cast<int>(std::min<int64_t>(kBlockQ, Tq - i0));
           block_scores(Qn.at(i0), Qn.ld, scaled_kt, bq, bk, d, s.data(), mask, n, i0, j0);
-          for (int i = 0; i < bq; ++i) {  // P = exp(S - lse), in place
+          for (int i = 0; i < bq; ++i) {  // P = 2^(S - lse), in place
             const float lse_i = L[n * Tq + i0 + i];
             float* row = s.data() + i * bk;
             if (lse_i == kNegInf)
               std::fill(row, row + bk, 0.f);
             else
-              exp_shift(row, row, bk, lse_i);
+              simd::exp2_shift(row, row, bk, lse_i);
           }
           // dV += Pᵀ dO (Pᵀ read in place) ; scale dP = dO (scale V)ᵀ
           do_rows.multiply_block(s.data(), bk, /*ldx=*/1, dVn.at(j0), /*ldy=*/dVn.ld,

@@ -77,6 +77,51 @@ __attribute__((target("avx512f"))) inline __m512 exp512(__m512 x) {
   return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), y, fx);
 }
 
+// 2^x: what the fused attention kernel's long rows take, their scores being in base 2 (scaled by
+// log2 e where K is packed), so the exponential needs no multiply by log2 e and no two-part
+// subtraction of ln 2: x = n + r, n = round(x), r in [-0.5, 0.5], 2^x = 2^n (1 + r q(r)). Eleven
+// floating-point operations a vector against exp's seventeen. q is this project's own fit of
+// degree 4 (relative error weighted least squares on [-0.5, 0.5], coefficients rounded to float);
+// with float fused multiply-adds the result is within 2 ulp of 2^x, 1.6e-7 relative
+// (CpuIsa.BaseTwoExponentialsAreWithinTwoUlpOnEveryIsa). Inputs below -126 (including -inf) give
+// exactly 0; inputs above 127 are taken as 127.
+namespace exp2_poly {
+constexpr float kHi = 127.f, kLo = -126.f;
+constexpr float kQ[5] = {1.3268215e-3f, 9.6715111e-3f, 5.5507217e-2f, 2.4022242e-1f,
+                         6.9314700e-1f};  // highest degree first (Horner)
+}  // namespace exp2_poly
+
+__attribute__((target("avx2,fma"))) inline __m256 exp2_256(__m256 x) {
+  using namespace exp2_poly;
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(kLo), _CMP_LT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(kHi));
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_sub_ps(x, n);
+  __m256 y = _mm256_set1_ps(kQ[0]);
+#pragma GCC unroll 8
+  for (int c = 1; c < 5; ++c) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kQ[c]));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(bits)));
+}
+
+// exp2_256 on 16 floats, with scalef for the product by 2^n (exact, as exp512's): the same bits.
+__attribute__((target("avx512f"))) inline __m512 exp2_512(__m512 x) {
+  using namespace exp2_poly;
+  constexpr __mmask16 all = 0xffff;
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kLo), _CMP_LT_OQ);
+  x = _mm512_maskz_min_ps(all, x, _mm512_set1_ps(kHi));
+  const __m512 n =
+      _mm512_maskz_roundscale_ps(all, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(x, n);
+  __m512 y = _mm512_set1_ps(kQ[0]);
+#pragma GCC unroll 8
+  for (int c = 1; c < 5; ++c) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kQ[c]));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), y, n);
+}
+
 // tanh(x) = 1 - 2 / (exp(2x) + 1), exact at the saturated ends and without cancellation near 0
 // beyond float precision.
 __attribute__((target("avx2,fma"))) inline __m256 tanh256(__m256 x) {
@@ -281,12 +326,20 @@ inline void tanh_inplace(T* x, int64_t n) {
   tanh_inplace_scalar(x, n);
 }
 
+// The base of an exponential: e, or 2 (exp2_256's).
+enum class Base { E, Two };
+
 // p[j] = exp(s[j] - m) for j < n (exactly 0 for s[j] = -inf); returns the sum. A null p only
-// sums (exp_sum): the same bits, without a row of stores the caller would not read.
-template <typename T>
+// sums (exp_sum): the same bits, without a row of stores the caller would not read. With
+// Base::Two, 2^(s[j] - m) (exp2_shift).
+template <typename T, Base kBase = Base::E>
 inline T exp_shift_scalar(const T* s, T* p, int n, T m, T sum = 0) {
   for (int j = 0; j < n; ++j) {
-    const T e = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(s[j] - m);
+    T e = 0;
+    if constexpr (kBase == Base::Two)  // below 2^-126 exactly 0, as exp2_256 gives
+      e = s[j] - m < T(exp2_poly::kLo) ? T(0) : std::exp2(s[j] - m);
+    else
+      e = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(s[j] - m);
     if (p) p[j] = e;
     sum += e;
   }
@@ -295,14 +348,24 @@ inline T exp_shift_scalar(const T* s, T* p, int n, T m, T sum = 0) {
 
 // Two running sums, for the 8-float groups at even and odd multiples of 8: one sum would wait on
 // each add's latency, longer than an exponential takes.
+template <Base kBase>
+__attribute__((target("avx2,fma"))) inline __m256 exp_in(__m256 x) {
+  return kBase == Base::Two ? exp2_256(x) : exp256(x);
+}
+template <Base kBase>
+__attribute__((target("avx512f"))) inline __m512 exp_in(__m512 x) {
+  return kBase == Base::Two ? exp2_512(x) : exp512(x);
+}
+
+template <Base kBase = Base::E>
 __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, float* p, int n,
                                                                 float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 even = _mm256_setzero_ps(), odd = even;
   int j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m256 e0 = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    const __m256 e1 = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), vm));
+    const __m256 e0 = exp_in<kBase>(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    const __m256 e1 = exp_in<kBase>(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), vm));
     if (p) {
       _mm256_storeu_ps(p + j, e0);
       _mm256_storeu_ps(p + j + 8, e1);
@@ -311,12 +374,13 @@ __attribute__((target("avx2,fma"))) inline float exp_shift_avx2(const float* s, 
     odd = _mm256_add_ps(odd, e1);
   }
   if (j + 8 <= n) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    const __m256 e = exp_in<kBase>(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
     if (p) _mm256_storeu_ps(p + j, e);
     even = _mm256_add_ps(even, e);
     j += 8;
   }
-  return exp_shift_scalar(s + j, p ? p + j : p, n - j, m, hsum(_mm256_add_ps(even, odd)));
+  return exp_shift_scalar<float, kBase>(s + j, p ? p + j : p, n - j, m,
+                                        hsum(_mm256_add_ps(even, odd)));
 }
 
 // p[j] = a exp(s[j] - m) + b for j < n, in one pass.
@@ -346,13 +410,14 @@ inline void exp_affine(const T* s, T* p, int64_t n, T m, T a, T b) {
 // the AVX2 loop's even sum and whose high half its odd one, so the result has the AVX2 path's bits
 // too. In the fused attention kernel's forward pass at T = 512 the exponentials were a fifth of
 // the time.
+template <Base kBase = Base::E>
 __attribute__((target("avx512f,avx2,fma"))) inline float exp_shift_avx512(const float* s, float* p,
                                                                           int n, float m) {
   const __m512 vm = _mm512_set1_ps(m);
   __m512 acc = _mm512_setzero_ps();
   int j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    const __m512 e = exp_in<kBase>(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
     if (p) _mm512_storeu_ps(p + j, e);
     acc = _mm512_add_ps(acc, e);
   }
@@ -362,21 +427,28 @@ __attribute__((target("avx512f,avx2,fma"))) inline float exp_shift_avx512(const 
   __m256 even = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, acc2, 0));
   const __m256 odd = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, acc2, 1));
   if (j + 8 <= n) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
+    const __m256 e = exp_in<kBase>(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
     if (p) _mm256_storeu_ps(p + j, e);
     even = _mm256_add_ps(even, e);
     j += 8;
   }
-  return exp_shift_scalar(s + j, p ? p + j : p, n - j, m, hsum(_mm256_add_ps(even, odd)));
+  return exp_shift_scalar<float, kBase>(s + j, p ? p + j : p, n - j, m,
+                                        hsum(_mm256_add_ps(even, odd)));
 }
 
-template <typename T>
+template <typename T, Base kBase = Base::E>
 inline T exp_shift(const T* s, T* p, int n, T m) {
   if constexpr (std::is_same_v<T, float>) {
-    if (cpu_isa() == Isa::Avx512) return exp_shift_avx512(s, p, n, m);
-    if (use_avx2()) return exp_shift_avx2(s, p, n, m);
+    if (cpu_isa() == Isa::Avx512) return exp_shift_avx512<kBase>(s, p, n, m);
+    if (use_avx2()) return exp_shift_avx2<kBase>(s, p, n, m);
   }
-  return exp_shift_scalar(s, p, n, m);
+  return exp_shift_scalar<T, kBase>(s, p, n, m);
+}
+
+// p[j] = 2^(s[j] - m), as exp_shift: for scores in base 2.
+template <typename T>
+inline T exp2_shift(const T* s, T* p, int n, T m) {
+  return exp_shift<T, Base::Two>(s, p, n, m);
 }
 
 // sum_j exp(s[j] - m), in exp_shift's order: the same bits, with nothing stored.
