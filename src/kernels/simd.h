@@ -34,6 +34,12 @@ constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                          4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace exp_poly
 
+// 2^n for integer-valued n in [-126, 127], built from its exponent bits.
+__attribute__((target("avx2,fma"))) inline __m256 pow2_256(__m256 n) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+
 // exp(x) for 8 floats (Cephes' polynomial after a base-2 range reduction); inputs below -87.3
 // (including -inf) give exactly 0.
 __attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
@@ -48,9 +54,7 @@ __attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
 #pragma GCC unroll 8
   for (int c = 1; c < 6; ++c) y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(kP[c]));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i n =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, pow2_256(fx)));
 }
 
 // exp256 on 16 floats, lane for lane the same operations up to the scaling by 2^fx (below), so
@@ -101,9 +105,7 @@ __attribute__((target("avx2,fma"))) inline __m256 exp2_256(__m256 x) {
 #pragma GCC unroll 8
   for (int c = 1; c < 5; ++c) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kQ[c]));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(bits)));
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, pow2_256(n)));
 }
 
 // exp2_256 on 16 floats, with scalef for the product by 2^n (exact, as exp512's): the same bits.
