@@ -73,10 +73,7 @@ void column_sums(const float* d, int64_t rows, int64_t cols, int64_t ld, float* 
   for_each_range(
       cols,
       [&](int64_t from, int64_t to) {
-        std::fill(out + from, out + to, 0.f);
-        // 1 x + s rounds once, as s + x does: the same sums as a plain loop, on vectors.
-        for (int64_t i = 0; i < rows; ++i)
-          simd::axpy(1.f, d + i * ld + from, out + from, to - from);
+        simd::column_sums(d + from, rows, ld, out + from, to - from);
       },
       /*per_index=*/rows);
 }

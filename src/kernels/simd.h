@@ -497,6 +497,73 @@ inline void mul_sub(const T* a, T* b, T c, int64_t n) {
   mul_sub_scalar(a, b, c, n);
 }
 
+// out[j] = sum_i x[i ld + j] for j < n, each column summed over the rows in ascending order from
+// zero: a bias gradient. Blocks of columns stay in registers over all the rows, so each element
+// costs one load and one add; row by row (axpy onto out) it had cost two loads, an add and a
+// store, and the bias gradients were 2.3 % of a Transformer training step's samples. The same
+// sums in the same order, so the same bits, on every ISA.
+template <typename T>
+inline void column_sums_scalar(const T* x, int64_t rows, int64_t ld, T* out, int64_t n) {
+  std::fill(out, out + n, T(0));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) out[j] += x[i * ld + j];
+}
+
+// V vectors of columns from column j: 8 V independent sums, enough to cover the add's latency.
+template <int V>
+__attribute__((target("avx2,fma"))) inline void column_block_avx2(const float* x, int64_t rows,
+                                                                  int64_t ld, float* out) {
+  __m256 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_add_ps(acc[v], _mm256_loadu_ps(x + i * ld + 8 * v));
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
+}
+
+__attribute__((target("avx2,fma"))) inline void column_sums_avx2(const float* x, int64_t rows,
+                                                                 int64_t ld, float* out,
+                                                                 int64_t n) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) column_block_avx2<8>(x + j, rows, ld, out + j);
+  for (; j + 8 <= n; j += 8) column_block_avx2<1>(x + j, rows, ld, out + j);
+  column_sums_scalar(x + j, rows, ld, out + j, n - j);
+}
+
+template <int V>
+__attribute__((target("avx512f"))) inline void column_block_avx512(const float* x, int64_t rows,
+                                                                   int64_t ld, float* out) {
+  __m512 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_add_ps(acc[v], _mm512_loadu_ps(x + i * ld + 16 * v));
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + 16 * v, acc[v]);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) inline void column_sums_avx512(const float* x,
+                                                                           int64_t rows, int64_t ld,
+                                                                           float* out, int64_t n) {
+  int64_t j = 0;
+  for (; j + 128 <= n; j += 128) column_block_avx512<8>(x + j, rows, ld, out + j);
+  for (; j + 16 <= n; j += 16) column_block_avx512<1>(x + j, rows, ld, out + j);
+  column_sums_avx2(x + j, rows, ld, out + j, n - j);
+}
+
+template <typename T>
+inline void column_sums(const T* x, int64_t rows, int64_t ld, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_isa() == Isa::Avx512) return column_sums_avx512(x, rows, ld, out, n);
+    if (use_avx2()) return column_sums_avx2(x, rows, ld, out, n);
+  }
+  column_sums_scalar(x, rows, ld, out, n);
+}
+
 // y[i] += a x[i] for i < n.
 template <typename T>
 inline void axpy_scalar(T a, const T* x, T* y, int64_t n) {
