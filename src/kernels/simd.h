@@ -532,6 +532,8 @@ __attribute__((target("avx2,fma"))) inline void column_sums_avx2(const float* x,
   column_sums_scalar(x + j, rows, ld, out + j, n - j);
 }
 
+// column_block_avx2 with zmm registers: the same loop, written twice for the reason exp256 and
+// exp512 are (a body built for AVX-512 may emit AVX-512 instructions into the AVX2 path).
 template <int V>
 __attribute__((target("avx512f"))) inline void column_block_avx512(const float* x, int64_t rows,
                                                                    int64_t ld, float* out) {
