@@ -18,6 +18,8 @@
 //   BeamRanking/32x5x2784/<random|by_frequency>  one beam step's choice of extensions: 32
 //                                        sentences of 5 beams, logits N(0, 9) over 2784 tokens
 //                                        (by_frequency: minus 2 log(1 + id)), 10 wanted each
+//   Backward/<dX|dW>/<packed|in_place>/512x<in>x<out>  a training step's backward products on
+//                                        one thread, B packed per call or read where it lies
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
@@ -239,6 +241,32 @@ void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64
       benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A training step's backward products on one thread, B packed per call (as linear_backward did)
+// or read where it lies: dX = dY W (B = W [out, in]) and dW = dY^T X (B = X [rows, in], dY^T read
+// down its columns).
+void backward_product_case(benchmark::State& state, bool weight, bool in_place, int64_t rows,
+                           int64_t in, int64_t out) {
+  using kernels::packed::Panels;
+  auto w = at::randn({out, in}), x = at::randn({rows, in}), dy = at::randn({rows, out});
+  auto c = weight ? at::empty({out, in}) : at::empty({rows, in});
+  for (auto _ : state) {
+    if (weight) {
+      const auto b = in_place ? Panels<float>::in_place(x.data_ptr<float>(), rows, in, in)
+                              : Panels<float>::plain(x.data_ptr<float>(), rows, in, in);
+      b.multiply(dy.data_ptr<float>(), out, /*ldx=*/1, c.data_ptr<float>(), /*ldy=*/in,
+                 /*accumulate=*/false, /*kstride=*/out);
+    } else {
+      const auto b = in_place ? Panels<float>::in_place(w.data_ptr<float>(), out, in, in)
+                              : Panels<float>::plain(w.data_ptr<float>(), out, in, in);
+      b.multiply(dy.data_ptr<float>(), rows, /*ldx=*/out, c.data_ptr<float>(), /*ldy=*/in,
+                 /*accumulate=*/false);
+    }
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * in * out * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void beam_ranking_case(benchmark::State& state, bool by_frequency) {
   at::manual_seed(0);
   const int64_t sentences = 32, k = 5, vocab = 2784, want = 2 * k;
@@ -300,6 +328,16 @@ void register_all() {
         by_frequency ? "BeamRanking/32x5x2784/by_frequency" : "BeamRanking/32x5x2784/random",
         beam_ranking_case, by_frequency)
         ->Unit(benchmark::kMicrosecond);
+  for (bool weight : {false, true})
+    for (auto [in, out] :
+         std::vector<std::array<int64_t, 2>>{{256, 768}, {256, 256}, {256, 1024}, {1024, 256}})
+      for (bool in_place : {false, true})
+        benchmark::RegisterBenchmark(("Backward/" + std::string(weight ? "dW/" : "dX/") +
+                                      (in_place ? "in_place/" : "packed/") + "512x" +
+                                      std::to_string(in) + "x" + std::to_string(out))
+                                         .c_str(),
+                                     backward_product_case, weight, in_place, 512, in, out)
+            ->Unit(benchmark::kMicrosecond);
   // A greedy step's projections and output layer, a beam step's (5 beams x 32), a training-size
   // block.
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{

@@ -142,6 +142,17 @@ TEST(PackedGemm, InPlaceEqualsPackedBitForBit) {
                                     false, x.stride(1), k0, k1, col, n);
             EXPECT_TRUE(at::equal(e, f));
           }
+    // Rows 4 KiB apart are packed (packed_gemm.h): a change to B after in_place shows only in
+    // panels that read it where it lies.
+    for (int64_t ldb : {width, int64_t{1024}}) {
+      auto b = at::randn({6, ldb}), x = at::randn({2, 6}), y = at::empty({2, width});
+      const auto before = b.narrow(1, 0, width).clone();
+      const auto panels = Panels<float>::in_place(b.data_ptr<float>(), 6, width, ldb, {1, 1, isa});
+      b.mul_(2);
+      panels.multiply(x.data_ptr<float>(), 2, 6, y.data_ptr<float>(), width, false);
+      const auto read = ldb == width ? before * 2 : before;
+      EXPECT_TRUE(at::allclose(y, at::mm(x, read), 1e-5, 1e-5)) << to_string(isa) << " ldb " << ldb;
+    }
     // A scale cannot ride on B as it lies: packed, scaled, the same as plain's.
     auto b = at::randn({20, width}), x = at::randn({5, 20});
     auto a = at::empty({5, width}), c = at::empty({5, width});

@@ -342,7 +342,8 @@ template <typename T>
 Panels<T> Panels<T>::in_place(const T* b, int64_t k, int64_t n, int64_t ldb,
                               const PackOptions& options) {
   const int64_t width = options.isa == Isa::Avx512 && std::is_same_v<T, float> ? 32 : 16;
-  if (n % width != 0 || options.scale != 1) return plain(b, k, n, ldb, options);
+  if (n % width != 0 || options.scale != 1 || ldb * sizeof(T) % 4096 == 0)
+    return plain(b, k, n, ldb, options);
   Panels out;
   out.k_ = k;
   out.n_ = n;

@@ -50,7 +50,7 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
   }
   if (dx) {  // alpha dy [rows, out] W [out, in]
     const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
-    Panels<float>::plain(w, out, in, ldw, {alpha, parts})
+    Panels<float>::in_place(w, out, in, ldw, {alpha, parts})
         .multiply_parallel(dy, rows, /*ldx=*/out, dx, /*ldy=*/in, /*accumulate=*/false,
                            /*kstride=*/1, parts);
   }
@@ -64,7 +64,7 @@ void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, f
     return;
   }
   const int64_t parts = row_parts(m, 2.0 * m * n * k);
-  Panels<float>::plain(b, k, n, ldb, {alpha, parts})  // alpha rides on the packing
+  Panels<float>::in_place(b, k, n, ldb, {alpha, parts})  // packed when alpha must ride on it
       .multiply_parallel(a, m, /*ldx=*/1, c, /*ldy=*/n, /*accumulate=*/false, /*kstride=*/lda,
                          parts);
 }
