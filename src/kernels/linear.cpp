@@ -41,12 +41,11 @@ class Affine : public torch::autograd::Function<Affine> {
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = at::empty_like(x);
     if (ctx->needs_input_grad(1)) dw = at::empty({out, in}, x.options());
-    products::linear_backward(dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(),
-                              w.data_ptr<float>(), ldw, 1.f,
-                              dx.defined() ? dx.data_ptr<float>() : nullptr,
-                              dw.defined() ? dw.data_ptr<float>() : nullptr);
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
-      db = products::column_sums(dy);
+      db = at::empty({out}, x.options());
+    auto ptr = [](at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+    products::linear_backward(dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(),
+                              w.data_ptr<float>(), ldw, 1.f, ptr(dx), ptr(dw), ptr(db));
     return {dx, dw, db};
   }
 };
@@ -94,10 +93,8 @@ class AffineBlocks : public torch::autograd::Function<AffineBlocks> {
       products::linear_backward(dy.data_ptr<float>(), x.size(0), in, count, x.data_ptr<float>(),
                                 w.data_ptr<float>() + first * in, in, 1.f,
                                 dx[i].defined() ? dx[i].data_ptr<float>() : nullptr,
-                                weight_grad ? dw.data_ptr<float>() + first * in : nullptr);
-      if (bias_grad)
-        products::column_sums(dy.data_ptr<float>(), dy.size(0), count, count,
-                              db.data_ptr<float>() + first);
+                                weight_grad ? dw.data_ptr<float>() + first * in : nullptr,
+                                bias_grad ? db.data_ptr<float>() + first : nullptr);
     }
     return {dx[0], dx[1], dw, db, {}};
   }

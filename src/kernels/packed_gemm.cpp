@@ -433,27 +433,38 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
                   bias);
 }
 
+// Whole 8-row blocks per share where there are enough; otherwise op(B)'s panels (columns), so
+// that a decoding step's one-row product still streams its weight on every thread.
+template <typename T>
+int64_t Panels<T>::shares(int64_t m, int64_t parts) const {
+  const int64_t blocks = (m + 7) / 8, panels = (n_ + width_ - 1) / width_;
+  if (blocks < parts && panels > 1) return std::min(parts, panels);
+  return std::max<int64_t>(1, std::min(parts, blocks));
+}
+
+template <typename T>
+void Panels<T>::multiply_share(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
+                               bool accumulate, int64_t kstride, int64_t shares, int64_t j,
+                               const T* bias) const {
+  const int64_t blocks = (m + 7) / 8, panels = (n_ + width_ - 1) / width_;
+  if (blocks < shares && panels > 1) {
+    const int64_t first = panels * j / shares, last = panels * (j + 1) / shares;
+    multiply_block(x, m, ldx, y + first * width_, ldy, accumulate, kstride, 0, k_, first * width_,
+                   std::min(n_, last * width_), bias ? bias + first * width_ : nullptr);
+    return;
+  }
+  const int64_t from = std::min(m, blocks * j / shares * 8),
+                to = std::min(m, blocks * (j + 1) / shares * 8);
+  multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride, bias);
+}
+
 template <typename T>
 void Panels<T>::multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
                                   bool accumulate, int64_t kstride, int64_t parts,
                                   const T* bias) const {
-  const int64_t blocks = (m + 7) / 8;  // whole 8-row blocks per thread where possible
-  const int64_t panels = (n_ + width_ - 1) / width_;
-  if (blocks < parts && panels > 1) {
-    // Too few rows to give every part a block: the parts take panels (columns) instead, so that
-    // a decoding step's one-row product still streams its weight on every thread.
-    for_each_row_part(std::min(parts, panels), [&](RowPart part) {
-      const int64_t first = panels * part.first / part.stride,
-                    last = panels * (part.first + 1) / part.stride;
-      multiply_block(x, m, ldx, y + first * width_, ldy, accumulate, kstride, 0, k_, first * width_,
-                     std::min(n_, last * width_), bias ? bias + first * width_ : nullptr);
-    });
-    return;
-  }
-  for_each_row_part(std::max<int64_t>(1, std::min(parts, blocks)), [&](RowPart part) {
-    const int64_t from = std::min(m, blocks * part.first / part.stride * 8),
-                  to = std::min(m, blocks * (part.first + 1) / part.stride * 8);
-    multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride, bias);
+  const int64_t count = shares(m, parts);
+  for_each_row_part(count, [&](RowPart part) {
+    multiply_share(x, m, ldx, y, ldy, accumulate, kstride, count, part.first, bias);
   });
 }
 

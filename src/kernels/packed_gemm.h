@@ -80,6 +80,13 @@ class Panels {
   void multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
                          int64_t kstride, int64_t parts, const T* bias = nullptr) const;
 
+  // multiply_parallel in pieces, for a caller that runs several products in one hand-off to the
+  // threads: it splits an m-row product into shares(m, parts) shares (at most `parts`), and
+  // multiply_share(..., shares, j) computes share j of them.
+  int64_t shares(int64_t m, int64_t parts) const;
+  void multiply_share(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                      int64_t kstride, int64_t shares, int64_t j, const T* bias = nullptr) const;
+
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   int64_t width() const { return width_; }

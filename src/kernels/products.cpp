@@ -42,19 +42,35 @@ void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
 }
 
 void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, const float* x,
-                     const float* w, int64_t ldw, float alpha, float* dx, float* dw) {
+                     const float* w, int64_t ldw, float alpha, float* dx, float* dw, float* db) {
   if (rows < blas::kGemvRows) {
     blas::linear_backward(dy, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out),
                           x, w, static_cast<int>(ldw), alpha, dx, dw);
+    if (db) column_sums(dy, rows, out, out, db);
     return;
   }
-  if (dx) {  // alpha dy [rows, out] W [out, in]
-    const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
-    Panels<float>::in_place(w, out, in, ldw, {alpha, parts})
-        .multiply_parallel(dy, rows, /*ldx=*/out, dx, /*ldy=*/in, /*accumulate=*/false,
-                           /*kstride=*/1, parts);
-  }
-  if (dw) weight_gradient(dy, out, x, in, dw, out, in, rows, alpha);  // dy^T [out, rows] x
+  // dx = alpha dy [rows, out] W [out, in]; dw = alpha dy^T [out, rows] x [rows, in].
+  const int64_t parts = row_parts(std::max(rows, out), 2.0 * rows * in * out);
+  const auto w_rows =
+      dx ? Panels<float>::in_place(w, out, in, ldw, {alpha, parts}) : Panels<float>();
+  const auto x_rows =
+      dw ? Panels<float>::in_place(x, rows, in, in, {alpha, parts}) : Panels<float>();
+  const int64_t dx_shares = dx ? w_rows.shares(rows, parts) : 0,
+                dw_shares = dw ? x_rows.shares(out, parts) : 0,
+                db_shares = db ? std::min(parts, std::max<int64_t>(1, out / 16)) : 0;
+  for_each_row_part(std::max({dx_shares, dw_shares, db_shares}), [&](RowPart part) {
+    const int64_t j = part.first;
+    if (j < dx_shares)
+      w_rows.multiply_share(dy, rows, /*ldx=*/out, dx, /*ldy=*/in, /*accumulate=*/false,
+                            /*kstride=*/1, dx_shares, j);
+    if (j < dw_shares)
+      x_rows.multiply_share(dy, out, /*ldx=*/1, dw, /*ldy=*/in, /*accumulate=*/false,
+                            /*kstride=*/out, dw_shares, j);
+    if (j < db_shares) {  // each column's sum runs over the rows in order, whatever the split
+      auto edge = [&](int64_t e) { return e == db_shares ? out : out * e / db_shares / 16 * 16; };
+      simd::column_sums(dy + edge(j), rows, out, db + edge(j), edge(j + 1) - edge(j));
+    }
+  });
 }
 
 void weight_gradient(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t m,

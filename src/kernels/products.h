@@ -20,10 +20,14 @@ void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
 void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y, int64_t ldw = 0);
 
-// The backward pass of y = x W^T for dy [rows, out]: dx [rows, in] = alpha dy W and
-// dw [out, in] = alpha dy^T x, each skipped when its pointer is null.
+// The backward pass of y = x W^T (+ b) for dy [rows, out]: dx [rows, in] = alpha dy W,
+// dw [out, in] = alpha dy^T x and db [out] = the column sums of dy (column_sums' bits), each
+// skipped when its pointer is null. The three share one hand-off to the threads, each thread a
+// share of each: a training step made about 400 hand-offs, and the caller waited for its worker
+// at the end of each (the two run the same rows at different speeds from one job to the next).
 void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, const float* x,
-                     const float* w, int64_t ldw, float alpha, float* dx, float* dw);
+                     const float* w, int64_t ldw, float alpha, float* dx, float* dw,
+                     float* db = nullptr);
 
 // c[m, n] = alpha a[k, m]^T b[k, n], a rows lda apart and b rows ldb apart: a weight's gradient
 // summed over k rows (every step of a sequence at once).
