@@ -20,6 +20,8 @@
 //                                        (by_frequency: minus 2 log(1 + id)), 10 wanted each
 //   Backward/<dX|dW>/<packed|in_place>/512x<in>x<out>  a training step's backward products on
 //                                        one thread, B packed per call or read where it lies
+//   Forward/512x<in>x<out>              a training step's forward product, W packed per call, on
+//                                        the configured threads
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
@@ -48,6 +50,7 @@
 #include "attnkit/train/step.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/products.h"
 
 namespace {
 
@@ -267,6 +270,20 @@ void backward_product_case(benchmark::State& state, bool weight, bool in_place, 
                                                  benchmark::Counter::kIsRate);
 }
 
+// A training step's forward product y = b + x W^T (products::affine: W packed as it is multiplied,
+// on the configured threads).
+void forward_product_case(benchmark::State& state, int64_t rows, int64_t in, int64_t out) {
+  auto w = at::randn({out, in}), x = at::randn({rows, in}), b = at::randn({out}),
+       y = at::empty({rows, out});
+  for (auto _ : state) {
+    kernels::products::affine(x.data_ptr<float>(), rows, in, w.data_ptr<float>(), out,
+                              b.data_ptr<float>(), y.data_ptr<float>());
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * in * out * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void beam_ranking_case(benchmark::State& state, bool by_frequency) {
   at::manual_seed(0);
   const int64_t sentences = 32, k = 5, vocab = 2784, want = 2 * k;
@@ -327,6 +344,12 @@ void register_all() {
     benchmark::RegisterBenchmark(
         by_frequency ? "BeamRanking/32x5x2784/by_frequency" : "BeamRanking/32x5x2784/random",
         beam_ranking_case, by_frequency)
+        ->Unit(benchmark::kMicrosecond);
+  for (auto [in, out] : std::vector<std::array<int64_t, 2>>{
+           {256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 2784}})
+    benchmark::RegisterBenchmark(
+        ("Forward/512x" + std::to_string(in) + "x" + std::to_string(out)).c_str(),
+        forward_product_case, 512, in, out)
         ->Unit(benchmark::kMicrosecond);
   for (bool weight : {false, true})
     for (auto [in, out] :

@@ -13,6 +13,26 @@ namespace attnkit::kernels::products {
 
 using packed::Panels;
 
+namespace {
+
+// y = (bias +) x W^T (+ y when accumulate) on `parts` threads, each packing the panels of its own
+// columns of W^T and multiplying every row by them: one hand-off, where packing every panel (a
+// hand-off of its own) and then giving each thread its rows took two. Its columns start on a
+// panel boundary, so each element is the same sum as in one product, the same bits.
+void by_columns(const float* x, int64_t rows, int64_t in, const float* w, int64_t ldw, int64_t out,
+                float* y, bool accumulate, const float* bias, int64_t parts) {
+  const int64_t width = cpu_isa() == Isa::Avx512 ? 32 : 16, panels = (out + width - 1) / width;
+  for_each_row_part(std::min(parts, panels), [&](RowPart part) {
+    const int64_t first = panels * part.first / part.stride * width,
+                  last = std::min(out, panels * (part.first + 1) / part.stride * width);
+    Panels<float>::transposed(w + first * ldw, last - first, in, ldw)
+        .multiply(x, rows, /*ldx=*/in, y + first, /*ldy=*/out, accumulate, /*kstride=*/1,
+                  bias ? bias + first : nullptr);
+  });
+}
+
+}  // namespace
+
 void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out, float* y,
             bool accumulate, int64_t ldw) {
   if (ldw == 0) ldw = in;
@@ -21,19 +41,16 @@ void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t ou
                  accumulate, /*ldx=*/0, /*ldy=*/0, /*ldw=*/static_cast<int>(ldw));
     return;
   }
-  const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
-  Panels<float>::transposed(w, out, in, ldw, {1, parts})
-      .multiply_parallel(x, rows, /*ldx=*/in, y, /*ldy=*/out, accumulate, /*kstride=*/1, parts);
+  by_columns(x, rows, in, w, ldw, out, y, accumulate, /*bias=*/nullptr,
+             row_parts(rows, 2.0 * rows * in * out));
 }
 
 void affine(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y, int64_t ldw) {
   if (ldw == 0) ldw = in;
   if (rows >= blas::kGemvRows) {  // the bias starts the sums (copied into y, it was 1 % of a step)
-    const int64_t parts = row_parts(rows, 2.0 * rows * in * out);
-    Panels<float>::transposed(w, out, in, ldw, {1, parts})
-        .multiply_parallel(x, rows, /*ldx=*/in, y, /*ldy=*/out, /*accumulate=*/false,
-                           /*kstride=*/1, parts, bias);
+    by_columns(x, rows, in, w, ldw, out, y, /*accumulate=*/false, bias,
+               row_parts(rows, 2.0 * rows * in * out));
     return;
   }
   if (bias)
