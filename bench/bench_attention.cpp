@@ -22,6 +22,8 @@
 //                                        one thread, B packed per call or read where it lies
 //   Forward/512x<in>x<out>              a training step's forward product, W packed per call, on
 //                                        the configured threads
+//   LinearBackward/512x<in>x<out>       its backward pass: dX, dW and the bias's gradient in one
+//                                        call, on the configured threads
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
@@ -284,6 +286,21 @@ void forward_product_case(benchmark::State& state, int64_t rows, int64_t in, int
                                                  benchmark::Counter::kIsRate);
 }
 
+// A training step's backward pass of y = b + x W^T (products::linear_backward: dX, dW and db in
+// one hand-off, on the configured threads).
+void linear_backward_case(benchmark::State& state, int64_t rows, int64_t in, int64_t out) {
+  auto w = at::randn({out, in}), x = at::randn({rows, in}), dy = at::randn({rows, out});
+  auto dx = at::empty({rows, in}), dw = at::empty({out, in}), db = at::empty({out});
+  for (auto _ : state) {
+    kernels::products::linear_backward(
+        dy.data_ptr<float>(), rows, in, out, x.data_ptr<float>(), w.data_ptr<float>(), /*ldw=*/in,
+        /*alpha=*/1.f, dx.data_ptr<float>(), dw.data_ptr<float>(), db.data_ptr<float>());
+    benchmark::DoNotOptimize(dw.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * rows * in * out * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void beam_ranking_case(benchmark::State& state, bool by_frequency) {
   at::manual_seed(0);
   const int64_t sentences = 32, k = 5, vocab = 2784, want = 2 * k;
@@ -350,6 +367,12 @@ void register_all() {
     benchmark::RegisterBenchmark(
         ("Forward/512x" + std::to_string(in) + "x" + std::to_string(out)).c_str(),
         forward_product_case, 512, in, out)
+        ->Unit(benchmark::kMicrosecond);
+  for (auto [in, out] : std::vector<std::array<int64_t, 2>>{
+           {256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 2784}})
+    benchmark::RegisterBenchmark(
+        ("LinearBackward/512x" + std::to_string(in) + "x" + std::to_string(out)).c_str(),
+        linear_backward_case, 512, in, out)
         ->Unit(benchmark::kMicrosecond);
   for (bool weight : {false, true})
     for (auto [in, out] :

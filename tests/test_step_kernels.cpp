@@ -581,15 +581,16 @@ TEST(LinearKernel, GradientsMatchAtLinear) {
   EXPECT_TRUE(close(gw, at::ones({24, 9}).mm(x)));
 }
 
-// The training products (products.h: the forward pass's columns, each thread packing its own
-// panels; the backward pass's dx, dw and db in one hand-off) on one to three threads: the same
-// bits, on every ISA, for weights read where they lie and packed (rows 4 KiB apart), columns off
-// the panel width, rows off the 8-row block; and close to at::linear.
+// The training products (products.h: the forward pass's columns, each piece's thread packing its
+// own panels; the backward pass's dx, dw and db in one hand-off, rows claimed in pieces) on one to
+// three threads: the same bits, on every ISA, for weights read where they lie and packed (rows 4
+// KiB apart), columns off the panel width, rows off the 8-row block and more than a piece's 96;
+// and close to at::linear.
 TEST(LinearKernel, ValuesAndGradientsAreTheSameOnAnyThreads) {
   at::manual_seed(21);
   for (kernels::Isa isa : kernels::supported_isas())
     for (auto [rows, in, out] :
-         std::vector<std::array<int64_t, 3>>{{37, 64, 100}, {50, 1024, 72}}) {
+         std::vector<std::array<int64_t, 3>>{{37, 64, 100}, {50, 1024, 72}, {250, 96, 130}}) {
       SCOPED_TRACE(::testing::Message()
                    << to_string(isa) << " " << rows << " x " << in << " x " << out);
       kernels::ScopedIsa scope(isa);

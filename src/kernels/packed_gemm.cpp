@@ -17,7 +17,6 @@ constexpr int kRows2 = 6;
 // 8 rows x 32 columns: 16 accumulators of the 32 zmm registers (12 rows measured no faster).
 constexpr int kRows512 = 8;
 constexpr int64_t kDepth = 256;
-constexpr int64_t kRowBlock = 96;  // a multiple of both row blocks
 // AVX2 takes op(B)'s columns 256 at a time around the row blocks (see multiply_block).
 constexpr int64_t kColumnBlock2 = 256;
 

@@ -24,6 +24,11 @@
 
 namespace attnkit::kernels::packed {
 
+// multiply_block takes x's rows this many at a time (a multiple of both ISAs' register blocks,
+// 8 and 6 rows; see there): a caller that cuts a product's rows into pieces of this size loses
+// no speed to the cuts.
+inline constexpr int64_t kRowBlock = 96;
+
 // How a matrix is packed: scaled by `scale` (a GEMM's alpha, free here), by `parts` threads, for
 // the register blocks of `isa` (float; double always takes the portable loop).
 struct PackOptions {

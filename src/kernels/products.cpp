@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "blas.h"
 #include "packed_gemm.h"
@@ -15,20 +16,59 @@ using packed::Panels;
 
 namespace {
 
-// y = (bias +) x W^T (+ y when accumulate) on `parts` threads, each packing the panels of its own
-// columns of W^T and multiplying every row by them: one hand-off, where packing every panel (a
-// hand-off of its own) and then giving each thread its rows took two, and each thread's panels
-// stay in its own L2. On two threads of a Zen 5 that was 15-21 % faster at a training step's
-// shapes (Forward/512x<in>x<out>). Its columns start on a panel boundary, so each element is the
-// same sum as in one product, the same bits. (Decoding's products by weights packed once keep
-// splitting rows: by columns they ran faster alone but slowed the beam search, whose other work
-// splits rows; docs/PERFORMANCE.md, stop 45.)
+// A piece of a product's work that one thread claims at a time (for_each_task): units
+// [from, to) of product `what`, a unit being a row of the result or a panel of columns.
+struct Piece {
+  int what = 0;
+  int64_t from = 0, to = 0;
+};
+
+// How the units of one product are cut: `count` units of `cost` each (its FLOPs), pieces of a
+// multiple of `grain` units and at most `most`.
+struct Cut {
+  int64_t count = 0;
+  double cost = 0;
+  int64_t grain = 1, most = 1;
+};
+
+// The products' units in order, in pieces for `parts` threads that claim them one at a time:
+// `most` units while much work is left, then a thread's share of what is left (guided
+// self-scheduling), down to one grain, so that the threads finish within a small piece of each
+// other however their speeds differ.
+std::vector<Piece> pieces(const std::vector<Cut>& cuts, int64_t parts) {
+  double left = 0;
+  for (const auto& c : cuts) left += c.count * c.cost;
+  std::vector<Piece> out;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const Cut& c = cuts[i];
+    for (int64_t from = 0; from < c.count;) {
+      const double want = c.cost > 0 ? left / parts / c.cost : c.most;
+      const int64_t grains = static_cast<int64_t>(std::min<double>(want, c.most) / c.grain);
+      const int64_t size = std::min(c.most, std::max<int64_t>(1, grains) * c.grain);
+      const int64_t to = std::min(c.count, from + size);
+      out.push_back({static_cast<int>(i), from, to});
+      left -= (to - from) * c.cost;
+      from = to;
+    }
+  }
+  return out;
+}
+
+// y = (bias +) x W^T (+ y when accumulate) on `parts` threads by W's columns: each piece up to 8
+// panels of W^T that its thread packs and multiplies every row by. Packing every panel first (a
+// hand-off of its own) and then giving each thread its rows took two hand-offs, and each
+// thread's panels stay in its own L2: on two threads of a Zen 5 that was 15-21 % faster at a
+// training step's shapes (Forward/512x<in>x<out>). Pieces start on a panel boundary, so each
+// element is the same sum as in one product, the same bits. (Decoding's products by weights
+// packed once keep splitting rows: by columns they ran faster alone but slowed the beam search,
+// whose other work splits rows; docs/PERFORMANCE.md, stop 45.)
 void by_columns(const float* x, int64_t rows, int64_t in, const float* w, int64_t ldw, int64_t out,
                 float* y, bool accumulate, const float* bias, int64_t parts) {
   const int64_t width = cpu_isa() == Isa::Avx512 ? 32 : 16, panels = (out + width - 1) / width;
-  for_each_row_part(std::min(parts, panels), [&](RowPart part) {
-    const int64_t first = panels * part.first / part.stride * width,
-                  last = std::min(out, panels * (part.first + 1) / part.stride * width);
+  const auto work =
+      pieces({{panels, 2.0 * rows * in * width, /*grain=*/1, /*most=*/8}}, std::min(parts, panels));
+  for_each_task(parts, static_cast<int64_t>(work.size()), [&](int64_t t) {
+    const int64_t first = work[t].from * width, last = std::min(out, work[t].to * width);
     Panels<float>::transposed(w + first * ldw, last - first, in, ldw)
         .multiply(x, rows, /*ldx=*/in, y + first, /*ldy=*/out, accumulate, /*kstride=*/1,
                   bias ? bias + first : nullptr);
@@ -70,27 +110,34 @@ void linear_backward(const float* dy, int64_t rows, int64_t in, int64_t out, con
     if (db) column_sums(dy, rows, out, out, db);
     return;
   }
-  // dx = alpha dy [rows, out] W [out, in]; dw = alpha dy^T [out, rows] x [rows, in].
+  // dx = alpha dy [rows, out] W [out, in]; dw = alpha dy^T [out, rows] x [rows, in]; db's column
+  // sums first, a piece per thread (16 columns apart: each column's sum runs over the rows in
+  // order, whatever the split), then the rows of dx and of dw in pieces.
   const int64_t parts = row_parts(std::max(rows, out), 2.0 * rows * in * out);
   const auto w_rows =
       dx ? Panels<float>::in_place(w, out, in, ldw, {alpha, parts}) : Panels<float>();
   const auto x_rows =
       dw ? Panels<float>::in_place(x, rows, in, in, {alpha, parts}) : Panels<float>();
-  const int64_t dx_shares = dx ? w_rows.shares(rows, parts) : 0,
-                dw_shares = dw ? x_rows.shares(out, parts) : 0,
-                db_shares = db ? std::min(parts, std::max<int64_t>(1, out / 16)) : 0;
-  for_each_row_part(std::max({dx_shares, dw_shares, db_shares}), [&](RowPart part) {
-    const int64_t j = part.first;
-    if (j < dx_shares)
-      w_rows.multiply_share(dy, rows, /*ldx=*/out, dx, /*ldy=*/in, /*accumulate=*/false,
-                            /*kstride=*/1, dx_shares, j);
-    if (j < dw_shares)
-      x_rows.multiply_share(dy, out, /*ldx=*/1, dw, /*ldy=*/in, /*accumulate=*/false,
-                            /*kstride=*/out, dw_shares, j);
-    if (j < db_shares) {  // each column's sum runs over the rows in order, whatever the split
-      auto edge = [&](int64_t e) { return e == db_shares ? out : out * e / db_shares / 16 * 16; };
-      simd::column_sums(dy + edge(j), rows, out, db + edge(j), edge(j + 1) - edge(j));
+  const int64_t sums = db ? std::min(parts, std::max<int64_t>(1, out / 16)) : 0;
+  // Pieces of whole register blocks of rows (both ISAs'), kRowBlock at most. Every piece streams
+  // all of its product's B, so the product with the smaller B goes last, with the small pieces.
+  const Cut dx_rows{dx ? rows : 0, 2.0 * out * in, /*grain=*/24, packed::kRowBlock},
+      dw_rows{dw ? out : 0, 2.0 * rows * in, /*grain=*/24, packed::kRowBlock};
+  const auto work =
+      out > rows ? pieces({dx_rows, dw_rows}, parts) : pieces({dw_rows, dx_rows}, parts);
+  for_each_task(parts, sums + static_cast<int64_t>(work.size()), [&](int64_t t) {
+    if (t < sums) {
+      auto edge = [&](int64_t e) { return e == sums ? out : out * e / sums / 16 * 16; };
+      simd::column_sums(dy + edge(t), rows, out, db + edge(t), edge(t + 1) - edge(t));
+      return;
     }
+    const Piece& p = work[t - sums];
+    if ((p.what == 0) == (out > rows))
+      w_rows.multiply(dy + p.from * out, p.to - p.from, /*ldx=*/out, dx + p.from * in,
+                      /*ldy=*/in, /*accumulate=*/false);
+    else  // dw's rows are dy's columns
+      x_rows.multiply(dy + p.from, p.to - p.from, /*ldx=*/1, dw + p.from * in, /*ldy=*/in,
+                      /*accumulate=*/false, /*kstride=*/out);
   });
 }
 
