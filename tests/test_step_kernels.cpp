@@ -667,6 +667,44 @@ TEST(AdamKernel, MatchesTorchAdam) {
   }
 }
 
+// The trainer's update: the clipping factor handed to adam_step gives the parameters and state
+// that scaling the gradients in place (clip_grad_norm) and then stepping give, bit for bit, on
+// the fused path and on optimizer.step()'s (weight decay); an unclipped step too.
+TEST(AdamKernel, ClippingInsideTheStepEqualsClippingTheGradients) {
+  for (double weight_decay : {0.0, 0.01})
+    for (double max_norm : {0.5, 1e6}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "weight decay " << weight_decay << ", max norm " << max_norm);
+      at::manual_seed(17);
+      auto make = [] {
+        return std::vector<at::Tensor>{at::randn({37, 5}).requires_grad_(),
+                                       at::randn({19}).requires_grad_()};
+      };
+      auto clipped = make(), folded = make();
+      for (size_t i = 0; i < clipped.size(); ++i) {
+        at::NoGradGuard no_grad;
+        folded[i].copy_(clipped[i]);
+      }
+      const auto options = torch::optim::AdamOptions(3e-3).weight_decay(weight_decay);
+      torch::optim::Adam clipped_opt(clipped, options), folded_opt(folded, options);
+      for (int step = 0; step < 3; ++step) {
+        for (size_t i = 0; i < clipped.size(); ++i) {
+          const auto g = at::randn(clipped[i].sizes()) * 3;
+          clipped[i].mutable_grad() = g.clone();
+          folded[i].mutable_grad() = g.clone();
+        }
+        const double norm = train::clip_grad_norm(clipped, max_norm);
+        train::adam_step(clipped_opt);
+        const auto clip = train::grad_clip(folded, max_norm);
+        EXPECT_EQ(clip.norm, norm);
+        EXPECT_EQ(clip.scale < 1, max_norm < norm);
+        train::adam_step(folded_opt, clip.scale);
+        for (size_t i = 0; i < clipped.size(); ++i)
+          EXPECT_TRUE(at::equal(folded[i], clipped[i])) << "step " << step << ", param " << i;
+      }
+    }
+}
+
 // The fused masked softmax against the composite (functional::soft_weights): values and
 // gradients with a padding mask, a row with nothing to attend to, no mask at all, and finite
 // differences in double.

@@ -13,8 +13,9 @@ namespace {
 void adam_scalar(float* p, const float* g, float* m, float* v, int64_t from, int64_t n,
                  const AdamUpdate& u, float sqrt_bc2) {
   for (int64_t i = from; i < n; ++i) {
-    m[i] = m[i] * u.beta1 + (1 - u.beta1) * g[i];
-    v[i] = v[i] * u.beta2 + (1 - u.beta2) * g[i] * g[i];
+    const float gi = g[i] * u.grad_scale;  // the bits of the gradient scaled in place first
+    m[i] = m[i] * u.beta1 + (1 - u.beta1) * gi;
+    v[i] = v[i] * u.beta2 + (1 - u.beta2) * gi * gi;
     const float denom = std::sqrt(v[i]) / sqrt_bc2 + u.eps;
     p[i] -= u.step_size * (m[i] / denom);
   }
@@ -25,10 +26,10 @@ __attribute__((target("avx2,fma"))) void adam_avx2(float* p, const float* g, flo
   const __m256 b1 = _mm256_set1_ps(u.beta1), a1 = _mm256_set1_ps(1 - u.beta1);
   const __m256 b2 = _mm256_set1_ps(u.beta2), a2 = _mm256_set1_ps(1 - u.beta2);
   const __m256 eps = _mm256_set1_ps(u.eps), c2 = _mm256_set1_ps(sqrt_bc2);
-  const __m256 step = _mm256_set1_ps(-u.step_size);
+  const __m256 step = _mm256_set1_ps(-u.step_size), scale = _mm256_set1_ps(u.grad_scale);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 gv = _mm256_mul_ps(_mm256_loadu_ps(g + i), scale);
     const __m256 mv = _mm256_fmadd_ps(gv, a1, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
     const __m256 vv =
         _mm256_fmadd_ps(_mm256_mul_ps(a2, gv), gv, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/optim/adam.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -58,34 +59,68 @@ at::Tensor reinforce_objective(const at::Tensor& loss, const at::Tensor& logits,
          entropy_bonus * (entropy * mask).sum() / tokens;
 }
 
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
-  // float32 gradients in two parallel passes (kernels/grad_norm.h); any other through ATen.
+namespace {
+
+// The gradients: float32 ones as spans for the kernels (kernels/grad_norm.h), any other as is.
+struct Gradients {
   std::vector<kernels::FloatSpan> spans;
   std::vector<at::Tensor> others;
+};
+
+Gradients gradients(const std::vector<at::Tensor>& parameters) {
+  Gradients out;
   for (const auto& p : parameters) {
     const auto& g = p.grad();
     if (!g.defined()) continue;
     if (g.scalar_type() == at::kFloat && g.device().is_cpu() && g.is_contiguous() && !g.is_sparse())
-      spans.push_back({g.data_ptr<float>(), g.numel()});
+      out.spans.push_back({g.data_ptr<float>(), g.numel()});
     else
-      others.push_back(g);
+      out.others.push_back(g);
   }
-  double squares = kernels::sum_of_squares(spans);
-  for (const auto& g : others) {
-    const double n = g.norm().item<double>();
-    squares += n * n;
-  }
-  const double norm = std::sqrt(squares);
-  const double scale = max_norm / (norm + 1e-6);
-  if (scale < 1) {
-    kernels::scale(spans, static_cast<float>(scale));
-    at::NoGradGuard no_grad;
-    for (auto& g : others) g.mul_(scale);
-  }
-  return norm;
+  return out;
 }
 
-void adam_step(torch::optim::Adam& optimizer) {
+GradClip grad_clip(const Gradients& g, double max_norm) {
+  double squares = kernels::sum_of_squares(g.spans);
+  for (const auto& t : g.others) {
+    const double n = t.norm().item<double>();
+    squares += n * n;
+  }
+  GradClip clip;
+  clip.norm = std::sqrt(squares);
+  clip.scale = std::min(1.0, max_norm / (clip.norm + 1e-6));
+  return clip;
+}
+
+void scale(const Gradients& g, double factor) {
+  if (factor == 1) return;
+  kernels::scale(g.spans, static_cast<float>(factor));
+  at::NoGradGuard no_grad;
+  for (auto t : g.others) t.mul_(factor);
+}
+
+}  // namespace
+
+GradClip grad_clip(const std::vector<at::Tensor>& parameters, double max_norm) {
+  return grad_clip(gradients(parameters), max_norm);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  const auto g = gradients(parameters);
+  const auto clip = grad_clip(g, max_norm);
+  scale(g, clip.scale);
+  return clip.norm;
+}
+
+void adam_step(torch::optim::Adam& optimizer, double grad_scale) {
+  // The reference's path: the gradients scaled in place first, as clip_grad_norm scales them.
+  auto step = [&] {
+    std::vector<at::Tensor> parameters;
+    for (auto& group : optimizer.param_groups())
+      parameters.insert(parameters.end(), group.params().begin(), group.params().end());
+    scale(gradients(parameters), grad_scale);
+    optimizer.step();
+  };
   auto fusable = [](const at::Tensor& t) {
     return t.defined() && t.scalar_type() == at::kFloat && t.device().is_cpu() &&
            t.is_contiguous() && !t.is_sparse();
@@ -95,11 +130,11 @@ void adam_step(torch::optim::Adam& optimizer) {
   std::set<const void*> seen;
   for (auto& group : optimizer.param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
-    if (o.weight_decay() != 0 || o.amsgrad()) return void(optimizer.step());
+    if (o.weight_decay() != 0 || o.amsgrad()) return step();
     for (const auto& p : group.params())
       if (p.grad().defined() &&
           (!fusable(p) || !fusable(p.grad()) || !seen.insert(p.unsafeGetTensorImpl()).second))
-        return void(optimizer.step());
+        return step();
   }
   at::NoGradGuard no_grad;
   auto& states = optimizer.state();
@@ -123,10 +158,12 @@ void adam_step(torch::optim::Adam& optimizer) {
       TORCH_CHECK(fusable(s.exp_avg()) && fusable(s.exp_avg_sq()),
                   "adam_step: the optimizer state of a parameter is not a contiguous float tensor");
       s.step(s.step() + 1);
-      const kernels::AdamUpdate u{static_cast<float>(beta1), static_cast<float>(beta2),
+      const kernels::AdamUpdate u{static_cast<float>(beta1),
+                                  static_cast<float>(beta2),
                                   static_cast<float>(o.eps()),
                                   static_cast<float>(o.lr() / (1 - std::pow(beta1, s.step()))),
-                                  static_cast<float>(std::sqrt(1 - std::pow(beta2, s.step())))};
+                                  static_cast<float>(std::sqrt(1 - std::pow(beta2, s.step()))),
+                                  static_cast<float>(grad_scale)};
       update.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(),
                         s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(), p.numel(),
                         u});

@@ -221,10 +221,10 @@ class Run {
 
   // Clipping, the learning-rate schedule and the Adam update.
   void update_weights() {
-    if (o_.clip > 0) clip_grad_norm(parameters_, o_.clip);
+    const double grad_scale = o_.clip > 0 ? grad_clip(parameters_, o_.clip).scale : 1;
     if (o_.warmup_steps > 0)
       set_lr(optimizer_, p_.lr * warmup_factor(p_.step + 1, o_.warmup_steps));
-    adam_step(optimizer_);
+    adam_step(optimizer_, grad_scale);
     ++p_.step;
     ++result_.steps;
   }

@@ -14,6 +14,7 @@ struct AdamUpdate {
   float beta1, beta2, eps;
   float step_size;              // lr / (1 - beta1^step)
   float sqrt_bias_correction2;  // sqrt(1 - beta2^step)
+  float grad_scale = 1;         // g below is the gradient times this (a clipping factor)
 };
 
 // m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
