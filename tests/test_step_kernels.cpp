@@ -816,6 +816,34 @@ TEST(EmbeddingKernel, IsAtEmbeddingWithItsGradientOnAnyThreads) {
   EXPECT_THROW(kernels::embedding(at::zeros({5, 2}), at::tensor({5}, at::kLong), -1), c10::Error);
 }
 
+// A training batch's input (the Transformer's embed(): lookup, times sqrt(d), plus each position's
+// sinusoid) and its weight gradient have the composite's bits, repeated ids and padding
+// included, on one thread and two; ids outside the table and mismatched shapes are refused.
+TEST(EmbeddingKernel, EmbedIsTheLookupScaledPlusPositionsWithItsGradientBitForBit) {
+  at::manual_seed(34);
+  const auto w0 = at::randn({700, 64}), positions = at::randn({50, 64});
+  auto ids = at::randint(0, 60, {40, 50}, at::kLong);  // many repeats of each id
+  ids.index_put_({at::indexing::Slice(), -1}, 0);      // and padding
+  const auto dy = at::randn({40, 50, 64});
+  const double scale = std::sqrt(64.0);
+  auto reference = w0.clone().requires_grad_();
+  const auto expected = at::embedding(reference, ids, /*padding_idx=*/0) * scale + positions;
+  (expected * dy).sum().backward();
+  for (int threads : {1, 2}) {
+    set_threads(threads, ThreadPolicy::Kernels);
+    auto w = w0.clone().requires_grad_();
+    const auto y = kernels::embed(w, ids.to(at::kInt), scale, positions, /*padding_idx=*/0);
+    EXPECT_TRUE(at::equal(y, expected)) << threads << " thread(s)";
+    (y * dy).sum().backward();
+    EXPECT_TRUE(at::equal(w.grad(), reference.grad())) << threads << " thread(s)";
+    EXPECT_EQ(w.grad()[0].abs().sum().item<double>(), 0.0) << "the padding row";
+  }
+  set_threads(1);
+  EXPECT_THROW(kernels::embed(w0, at::full({1, 50}, 700, at::kLong), scale, positions, -1),
+               c10::Error);
+  EXPECT_THROW(kernels::embed(w0, ids, scale, positions.narrow(0, 0, 49), -1), c10::Error);
+}
+
 // A decoding step's input has the bits of the composite it replaces (the Transformer's embed():
 // lookup, times sqrt(d), plus the position's sinusoid), repeated ids included; ids outside the
 // table are refused.

@@ -118,10 +118,8 @@ at::Tensor TransformerModelImpl::embed(Embedding& embedding, const at::Tensor& t
   const auto positions = offset + length <= positions_.size(0)
                              ? positions_.narrow(0, offset, length)
                              : sinusoidal_positions(offset, length, d);
-  auto x =
-      kernels::embedding(embedding->weight, tokens, embedding->options.padding_idx().value_or(-1)) *
-          std::sqrt(static_cast<double>(d)) +
-      positions;  // [B, T, D]
+  auto x = kernels::embed(embedding->weight, tokens, std::sqrt(static_cast<double>(d)), positions,
+                          embedding->options.padding_idx().value_or(-1));  // [B, T, D]
   return kernels::dropout(x, options.dropout(), is_training());
 }
 

@@ -14,6 +14,16 @@ namespace attnkit::kernels {
 // no gradient. Anything but a float or double CPU table takes at::embedding.
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx);
 
+// A Transformer's input in training: out[b, t] = weight[tokens[b, t]] * scale + positions[t],
+// weight [V, E], tokens [B, T] (long or int), positions [T, E] (no gradient) -> [B, T, E]; the
+// gradient reaches the weight, each position's row times scale, padding_idx's (if >= 0) none.
+// The bits of embedding(weight, tokens) * scale + positions and of its gradient in one node: the
+// multiplication, the addition and the multiplication's backward ran on one thread in LibTorch,
+// 1.1 % of a Transformer training step's main-thread samples while its worker waited. Anything
+// but float on the CPU takes that composite.
+at::Tensor embed(const at::Tensor& weight, const at::Tensor& tokens, double scale,
+                 const at::Tensor& positions, int64_t padding_idx);
+
 // A decoding step's input, no gradient: out[n] = weight[ids[n]] * scale + position, weight [V, E]
 // float, ids [N] long, position [E] (the step's sinusoid) -> [N, E]. The bits of
 // embedding(weight, ids) * scale + position in one pass: the three ATen ops and their tensors
