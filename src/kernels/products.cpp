@@ -34,13 +34,17 @@ struct Cut {
 // The products' units in order, in pieces for `parts` threads that claim them one at a time:
 // `most` units while much work is left, then a thread's share of what is left (guided
 // self-scheduling), down to one grain, so that the threads finish within a small piece of each
-// other however their speeds differ.
+// other however their speeds differ. One thread takes each product whole, as one call would.
 std::vector<Piece> pieces(const std::vector<Cut>& cuts, int64_t parts) {
   double left = 0;
   for (const auto& c : cuts) left += c.count * c.cost;
   std::vector<Piece> out;
   for (size_t i = 0; i < cuts.size(); ++i) {
     const Cut& c = cuts[i];
+    if (parts == 1) {
+      if (c.count > 0) out.push_back({static_cast<int>(i), 0, c.count});
+      continue;
+    }
     for (int64_t from = 0; from < c.count;) {
       const double want = c.cost > 0 ? left / parts / c.cost : c.most;
       const int64_t grains = static_cast<int64_t>(std::min<double>(want, c.most) / c.grain);
