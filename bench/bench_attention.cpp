@@ -363,17 +363,14 @@ void register_all() {
         beam_ranking_case, by_frequency)
         ->Unit(benchmark::kMicrosecond);
   for (auto [in, out] : std::vector<std::array<int64_t, 2>>{
-           {256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 2784}})
-    benchmark::RegisterBenchmark(
-        ("Forward/512x" + std::to_string(in) + "x" + std::to_string(out)).c_str(),
-        forward_product_case, 512, in, out)
+           {256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 2784}}) {
+    const std::string shape = "512x" + std::to_string(in) + "x" + std::to_string(out);
+    benchmark::RegisterBenchmark(("Forward/" + shape).c_str(), forward_product_case, 512, in, out)
         ->Unit(benchmark::kMicrosecond);
-  for (auto [in, out] : std::vector<std::array<int64_t, 2>>{
-           {256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 2784}})
-    benchmark::RegisterBenchmark(
-        ("LinearBackward/512x" + std::to_string(in) + "x" + std::to_string(out)).c_str(),
-        linear_backward_case, 512, in, out)
+    benchmark::RegisterBenchmark(("LinearBackward/" + shape).c_str(), linear_backward_case, 512, in,
+                                 out)
         ->Unit(benchmark::kMicrosecond);
+  }
   for (bool weight : {false, true})
     for (auto [in, out] :
          std::vector<std::array<int64_t, 2>>{{256, 768}, {256, 256}, {256, 1024}, {1024, 256}})
