@@ -27,6 +27,10 @@
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
+//   StepProducts/<M>                     a Transformer decoder step's 19 products in order
+//                                        (3 layers, d 256, FFN 1024, output layer 2784) on one
+//                                        thread, M rows, every weight its own: the rate a search's
+//                                        products can reach with their weights streamed from L3
 //
 // Threads: --threads=N (default 1), the same value the Python side uses.
 
@@ -246,6 +250,37 @@ void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64
       benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A Transformer decoder step's products in order on one thread (3 layers: q/k/v, out, cross q,
+// cross out, FFN in, FFN out; then the output layer), M rows each, every weight its own: 13.6 MB
+// of panels, more than a core's L2, as a search streams them step after step. Against
+// Linear/float/*, what streaming the weights costs; against a search's own products (timed in
+// place), what the search's surroundings cost them.
+void step_products_case(benchmark::State& state, int64_t m) {
+  const int64_t D = 256, F = 1024, V = 2784;
+  std::vector<std::array<int64_t, 2>> shapes;  // [out, in]
+  for (int l = 0; l < 3; ++l)
+    for (auto s :
+         std::vector<std::array<int64_t, 2>>{{3 * D, D}, {D, D}, {D, D}, {D, D}, {F, D}, {D, F}})
+      shapes.push_back(s);
+  shapes.push_back({V, D});
+  std::vector<kernels::packed::Panels<float>> panels;
+  double flops = 0;
+  for (auto [out, in] : shapes) {
+    auto w = at::randn({out, in}) * 0.1;
+    panels.push_back(kernels::packed::Panels<float>::transposed(w.data_ptr<float>(), out, in, in));
+    flops += 2.0 * m * out * in;
+  }
+  auto x = at::randn({m, F}), y = at::empty({m, V});
+  for (auto _ : state) {
+    for (const auto& p : panels)
+      p.multiply(x.data_ptr<float>(), m, /*ldx=*/p.k(), y.data_ptr<float>(), /*ldy=*/p.n(),
+                 /*accumulate=*/false);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 // A training step's backward products on one thread, B packed per call (as linear_backward did)
 // or read where it lies: dX = dY W (B = W [out, in]) and dW = dY^T X (B = X [rows, in], dY^T read
 // down its columns).
@@ -381,6 +416,10 @@ void register_all() {
                                          .c_str(),
                                      backward_product_case, weight, in_place, 512, in, out)
             ->Unit(benchmark::kMicrosecond);
+  for (int64_t m : {8, 32, 64, 160})
+    benchmark::RegisterBenchmark(("StepProducts/" + std::to_string(m)).c_str(), step_products_case,
+                                 m)
+        ->Unit(benchmark::kMicrosecond);
   // A greedy step's projections and output layer, a beam step's (5 beams x 32), a training-size
   // block.
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
