@@ -92,6 +92,29 @@ TEST(CpuIsa, EachIsaFindsTheMaximumWhereverItIs) {
   }
 }
 
+// The decoding step's ReLU on every ISA: std::max(x, 0.f)'s bits at every tail length, -0 and NaN
+// kept as they are (a max the other way round would turn both into +0).
+TEST(CpuIsa, EachIsaRectifiesAsStdMax) {
+  at::manual_seed(6);
+  for (int n : {0, 1, 7, 8, 9, 15, 16, 17, 33, 1024}) {
+    auto x = at::randn({n});
+    if (n > 2) {
+      x[0] = -0.f;
+      x[1] = std::numeric_limits<float>::quiet_NaN();
+      x[2] = -std::numeric_limits<float>::infinity();
+    }
+    std::vector<float> expected(x.data_ptr<float>(), x.data_ptr<float>() + n);
+    for (float& v : expected) v = std::max(v, 0.f);
+    for (Isa isa : kernels::supported_isas()) {
+      kernels::ScopedIsa scope(isa);
+      auto y = x.clone();
+      kernels::simd::relu_inplace(y.data_ptr<float>(), n);
+      EXPECT_EQ(std::memcmp(y.data_ptr<float>(), expected.data(), sizeof(float) * n), 0)
+          << kernels::to_string(isa) << " n " << n;
+    }
+  }
+}
+
 // The AVX-512 exponentials (the attention kernel's, the loss's, the searches' log-softmax) are the
 // AVX2 ones lane for lane and sum in the AVX2 loop's order: the same bits, values and sum, at
 // every length's tail, with -inf (masked) scores and underflowing ones.

@@ -563,6 +563,27 @@ inline void axpy(T a, const T* x, T* y, int64_t n) {
   axpy_scalar(a, x, y, n);
 }
 
+// x[i] = max(x[i], 0) as std::max(x[i], 0.f) gives it: -0 and NaN stay as they are.
+template <typename T>
+inline void relu_inplace_scalar(T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
+}
+
+__attribute__((target("avx2,fma"))) inline void relu_inplace_avx2(float* x, int64_t n) {
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t i = 0;
+  // max_ps(a, b) is a > b ? a : b: zero first keeps x where x is not below it, as std::max.
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_max_ps(zero, _mm256_loadu_ps(x + i)));
+  relu_inplace_scalar(x + i, n - i);
+}
+
+template <typename T>
+inline void relu_inplace(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx2()) return relu_inplace_avx2(x, n);
+  relu_inplace_scalar(x, n);
+}
+
 // sum_i a[i] b[i] for i < n.
 template <typename T>
 inline T dot_scalar(const T* a, const T* b, int64_t n, T sum = 0) {

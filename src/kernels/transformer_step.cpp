@@ -23,7 +23,7 @@ void layer_norm(const float* x, int64_t rows, int64_t D, const at::Tensor& w, co
 // A sublayer's output o joins the residual stream h: h + o pre-norm, norm(h + o) post-norm.
 void join(float* h, const float* o, int64_t rows, int64_t D, bool norm_first, const at::Tensor& w,
           const at::Tensor& b, double eps) {
-  for (int64_t i = 0; i < rows * D; ++i) h[i] += o[i];
+  simd::axpy(1.f, o, h, rows * D);  // 1 * o is exact: the same bits as h[i] += o[i]
   if (!norm_first) layer_norm(h, rows, D, w, b, eps, h);
 }
 
@@ -141,8 +141,8 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
     // Feed-forward.
     product(p.linear1, input(p.norm3_weight, p.norm3_bias), N, wide_.data());  // [N, F]
     for_each_row_block(N, /*per_row=*/F, [&](int64_t from, int64_t to) {
-      for (int64_t i = from * F; i < to * F; ++i)
-        wide_[i] = w.gelu ? gelu(wide_[i]) : std::max(wide_[i], 0.f);
+      if (!w.gelu) return simd::relu_inplace(wide_.data() + from * F, (to - from) * F);
+      for (int64_t i = from * F; i < to * F; ++i) wide_[i] = gelu(wide_[i]);
     });
     product(p.linear2, wide_.data(), N, out_.data());
     join(h_.data(), out_.data(), N, D, w.norm_first, p.norm3_weight, p.norm3_bias, w.eps);
