@@ -41,7 +41,9 @@ void largest(const float* x, int64_t vocab, int64_t want,
 std::vector<Candidate> best_extensions(const float* logits, int64_t k, int64_t vocab,
                                        const double* beam_scores, int64_t want) {
   std::vector<Candidate> all;
+  all.reserve(k * want);
   std::vector<std::pair<float, int64_t>> top;  // ascending by logit, at most `want`
+  top.reserve(want);
   for (int64_t i = 0; i < k; ++i) {
     if (beam_scores[i] == -std::numeric_limits<double>::infinity()) continue;
     const float* x = logits + i * vocab;
