@@ -233,9 +233,13 @@ TEST(IncrementalDecoding, BeamsShareTheirSentenceSourceCache) {
     model->step(at::full({1}, 1, at::kLong), alone);
     EXPECT_TRUE(close(model->step(tokens.narrow(0, row, 1), alone)[0], beams[row])) << row;
   }
-  // The second sentence finishes: its rows and its source cache leave together.
+  // The second sentence finishes: its rows leave; the fused step's sources stay where they are
+  // and the one sentence left reads source 0 (ReorderedBeamsKeepTheirOwnHistories holds a
+  // sentence that reads source 1 to the composite step, which moves the sources).
+  ASSERT_TRUE(state.fused);
   state.reorder(at::tensor({1, 2}), at::tensor({0}), 2);
-  EXPECT_EQ(state.layers[0].memory_keys.size(0), 1);
+  EXPECT_EQ(state.slots, std::vector<int64_t>{0});
+  EXPECT_EQ(state.layers[0].memory_keys.size(0), 2);
   EXPECT_EQ(model->step(at::tensor({4, 4}), state).size(0), 2);
 }
 

@@ -55,6 +55,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
                                               const std::vector<at::Tensor>& memory_keys,
                                               const std::vector<at::Tensor>& memory_values,
                                               const at::Tensor& memory_mask, int64_t width,
+                                              const std::vector<int64_t>& slots,
                                               at::Tensor* attention) {
   const auto& w = *weights_;
   const int64_t N = x.size(0), D = x.size(1), H = w.heads, d = D / H;
@@ -63,10 +64,15 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && D == w.layers[0].self_out.out(),
               "TransformerDecoderStep: x must be float32 [N, ", w.layers[0].self_out.out(),
               "], got ", x.sizes());
-  TORCH_CHECK(static_cast<int64_t>(memory_keys.size()) == L && memory_mask.size(0) * width == N &&
-                  memory_keys[0].size(2) == S,
-              "TransformerDecoderStep: ", N, " rows do not match ", memory_mask.size(0),
-              " sentences x ", width, " with ", memory_keys.size(), " layers of source keys");
+  const int64_t sources = memory_mask.size(0);
+  const int64_t A = slots.empty() ? sources : static_cast<int64_t>(slots.size());
+  TORCH_CHECK(static_cast<int64_t>(memory_keys.size()) == L && A * width == N &&
+                  memory_keys[0].size(0) == sources && memory_keys[0].size(2) == S,
+              "TransformerDecoderStep: ", N, " rows do not match ", A, " sentences x ", width,
+              " with ", memory_keys.size(), " layers of source keys");
+  for (int64_t slot : slots)
+    TORCH_CHECK(slot >= 0 && slot < sources, "TransformerDecoderStep: source ", slot,
+                " is not one of the ", sources);
   if (length_ == 0) rows_ = N;
   TORCH_CHECK(N == rows_, "TransformerDecoderStep: ", N, " rows, but the caches hold ", rows_,
               " (reorder() first)");
@@ -122,7 +128,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
     for_each_row_block(N, /*per_row=*/2 * H * S * d, [&](int64_t from, int64_t to) {
       std::vector<float> scores(S);
       for (int64_t n = from; n < to; ++n) {
-        const int64_t a = n / width;
+        const int64_t a = slots.empty() ? n / width : slots[n / width];
         const bool* keep = keep_all + a * S;
         for (int64_t head = 0; head < H; ++head) {
           const int64_t source = (a * H + head) * S * d;

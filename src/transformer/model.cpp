@@ -5,6 +5,7 @@
 #include <torch/nn/options/embedding.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
@@ -53,12 +54,23 @@ void DecodingState::reorder(const at::Tensor& origin, const at::Tensor& sentence
   if (fused) {
     const auto o = origin.to(at::kLong).contiguous();
     fused->reorder(std::vector<int64_t>(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel()));
+    if (sentences.defined()) {
+      const auto kept = sentences.to(at::kLong).contiguous();
+      std::vector<int64_t> remaining;
+      for (int64_t i = 0; i < kept.numel(); ++i) {
+        const int64_t a = kept.data_ptr<int64_t>()[i];
+        TORCH_CHECK(a >= 0 && a < static_cast<int64_t>(slots.size()), "DecodingState: sentence ", a,
+                    " is not one of the ", slots.size());
+        remaining.push_back(slots[a]);
+      }
+      slots = std::move(remaining);
+    }
+    width = new_width;
+    return;
   }
   for (auto& layer : layers) {
-    if (!fused) {
-      layer.self_keys = layer.self_keys.index_select(0, origin);
-      layer.self_values = layer.self_values.index_select(0, origin);
-    }
+    layer.self_keys = layer.self_keys.index_select(0, origin);
+    layer.self_values = layer.self_values.index_select(0, origin);
     if (sentences.defined()) {
       layer.memory_keys = layer.memory_keys.index_select(0, sentences);
       layer.memory_values = layer.memory_values.index_select(0, sentences);
@@ -211,6 +223,10 @@ DecodingState TransformerModelImpl::start(const Encoded& encoded, StepPath path)
   if (path == StepPath::Fused && state.packed)
     state.fused = std::make_shared<kernels::TransformerDecoderStep>(state.packed->step);
   state.memory_mask = encoded.mask;
+  if (state.fused) {
+    state.slots.resize(encoded.mask.size(0));
+    std::iota(state.slots.begin(), state.slots.end(), 0);
+  }
   state.layers.resize(options.decoder_layers());
   for (int64_t i = 0; i < options.decoder_layers(); ++i)
     transformer->decoder->layer(i).project_memory(
@@ -233,7 +249,7 @@ at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& s
       values.push_back(layer.memory_values);
     }
     ++state.position;
-    return (*state.fused)(x, keys, values, state.memory_mask, state.width, attention);
+    return (*state.fused)(x, keys, values, state.memory_mask, state.width, state.slots, attention);
   }
   auto x = embed(target_embedding, tokens.view({-1, 1}), state.position).squeeze(1);  // [N, D]
   std::vector<at::Tensor> cross;

@@ -79,12 +79,16 @@ struct DecodingState {
   std::shared_ptr<const PackedDecoding> packed;  // null: the reference products
   // StepPath::Fused: the step, which keeps the self-attention caches (layers[i].self_* unused).
   std::shared_ptr<kernels::TransformerDecoderStep> fused;
-  at::Tensor memory_mask;  // [A, S]
-  int64_t width = 1;       // rows per sentence
-  int64_t position = 0;    // the next target position
+  at::Tensor memory_mask;  // [A, S]; StepPath::Fused: [B, S], the batch's, as layers[i].memory_*
+  // StepPath::Fused: the source (of the batch's B) each of the A remaining sentences reads; its
+  // sources stay where they are as sentences finish.
+  std::vector<int64_t> slots;
+  int64_t width = 1;     // rows per sentence
+  int64_t position = 0;  // the next target position
   // Rows continue rows `origin` of the previous step; `sentences` (undefined: all, in order) are
   // the sentences that remain, as indices into the previous ones; each then has `width` rows.
-  // The source caches move only with `sentences`: beams share them.
+  // The source caches move only with `sentences` (the fused step's do not move: `slots` does):
+  // beams share them.
   void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width);
 };
 
