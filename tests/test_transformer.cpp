@@ -184,7 +184,12 @@ TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
     auto target = at::randint(4, 13, {3, 7}, at::kLong);
     at::NoGradGuard no_grad;
     const auto encoded = model->encode(source, lengths);
-    const auto full = model->project(model->decode(target, encoded));  // [B, T, V]
+    transformer::AttentionMaps maps;
+    const auto full = model->project(model->decode(target, encoded, &maps));  // [B, T, V]
+    // What the search keeps: the penultimate layer's cross-attention (layer 0 of these 2),
+    // averaged over its heads.
+    ASSERT_EQ(kernels::alignment_layer(2), 0);
+    const auto alignment = maps.cross[0].mean(1);  // [B, T, S]
     // The encoder on packed weights (kernels/packed_linear.h), as translation runs it.
     const auto packed = model->encode(source, lengths, /*maps=*/nullptr, /*packed=*/true);
     EXPECT_TRUE(close(packed.memory, encoded.memory));
@@ -199,6 +204,7 @@ TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
       EXPECT_TRUE(close(model->step(target.select(1, t), composite, &composite_attention), logits))
           << "position " << t;
       EXPECT_TRUE(close(attention, composite_attention)) << "position " << t;
+      EXPECT_TRUE(close(attention, alignment.select(1, t))) << "position " << t;
       EXPECT_TRUE(close(model->step(target.select(1, t), reference), logits)) << "position " << t;
       // Attention rows are distributions over the real source tokens only.
       EXPECT_TRUE(close(attention.sum(1), at::ones({3})));

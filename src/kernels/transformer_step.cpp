@@ -135,7 +135,7 @@ at::Tensor TransformerDecoderStep::operator()(const at::Tensor& x,
           attend_row(wide_.data() + n * D + head * d, mk.data_ptr<float>() + source,
                      mv.data_ptr<float>() + source, S, d, keep, scale, scores.data(),
                      merged_.data() + n * D + head * d);
-          if (attention && l == L - 1)
+          if (attention && l == alignment_layer(L))
             simd::axpy(1.f / static_cast<float>(H), scores.data(),
                        attention->data_ptr<float>() + n * S, S);
         }

@@ -256,7 +256,8 @@ at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& s
   auto h = transformer->decoder->step(x, state.layers, state.memory_mask, state.width,
                                       attention ? &cross : nullptr,
                                       state.packed ? state.packed->layers : kNoPacking);
-  if (attention) *attention = cross.back().mean(1);  // [N, S]
+  if (attention)  // [N, S]
+    *attention = cross[kernels::alignment_layer(static_cast<int64_t>(cross.size()))].mean(1);
   ++state.position;
   return state.packed ? state.packed->output(h) : project(h);
 }

@@ -25,6 +25,15 @@
 // source and with padding), and so the full causal forward pass.
 namespace attnkit::kernels {
 
+// The decoder layer whose cross-attention, averaged over its heads, a search keeps as each token's
+// alignment to the source (for copying a source token in place of <unk> or a placeholder, and for
+// `attention` in the JSON outputs): the penultimate one, the last of a one-layer decoder. The last
+// layer's attention aligns worse, as Garg et al. (2019) found; measured on this project's
+// held-out catalogs with the default 3+3 model after 10 and 30 minutes of training, copying by
+// the penultimate layer raised chrF2 from 32.64 to 35.27 and from 33.92 to 35.65, BLEU from 38.86
+// to 39.70 and from 39.76 to 40.24, and the in-domain test split's too (docs/translation.md).
+inline int64_t alignment_layer(int64_t layers) { return layers >= 2 ? layers - 2 : 0; }
+
 // One decoder layer's weights, D = d_model, F = the feed-forward width.
 struct TransformerStepLayer {
   PackedLinear self_qkv;   // [3D, D]: q, k, v of the newest position
@@ -61,8 +70,8 @@ class TransformerDecoderStep {
   // `slots` is empty (then A = B). A search whose sentences finish keeps its sources where they
   // are and narrows `slots`: copying the sources of those left had been 0.7 % of a beam search's
   // samples (beam 5, batch 32, two Zen 5 cores). Returns the logits [N, V]; `attention`, if
-  // given, receives the last layer's cross-attention averaged over its heads, [N, S] (a row
-  // without a real source token is zeros).
+  // given, receives layer alignment_layer(L)'s cross-attention averaged over its heads, [N, S]
+  // (a row without a real source token is zeros).
   at::Tensor operator()(const at::Tensor& x, const std::vector<at::Tensor>& memory_keys,
                         const std::vector<at::Tensor>& memory_values, const at::Tensor& memory_mask,
                         int64_t width, const std::vector<int64_t>& slots = {},

@@ -81,7 +81,8 @@ struct Translation {
   // A Transformer's every attention map of the best hypothesis, per layer, each [heads, rows,
   // cols] (Translator::add_attention_maps): cross-attention [H, rows, S]; decoder
   // self-attention [H, rows, rows], whose keys are the decoder's inputs (decoder_inputs());
-  // encoder self-attention [H, S, S]. `attention` is the last layer's cross, averaged.
+  // encoder self-attention [H, S, S]. `attention` is the penultimate layer's cross
+  // (kernels::alignment_layer), averaged.
   std::vector<at::Tensor> cross_layers, decoder_self_layers, encoder_self_layers;
 };
 

@@ -117,7 +117,8 @@ class TransformerModelImpl : public torch::nn::Module {
   // ---- incremental decoding (eval mode) ----
   DecodingState start(const Encoded& encoded, StepPath path = StepPath::Fused);
   // tokens [N] -> logits [N, V]; `attention` receives the cross-attention averaged over the
-  // heads of the last layer, [N, S] (what the search keeps for replacing <unk> and pictures).
+  // heads of layer kernels::alignment_layer(decoder layers), the penultimate, [N, S] (what the
+  // search keeps for replacing <unk> and pictures).
   at::Tensor step(const at::Tensor& tokens, DecodingState& state, at::Tensor* attention = nullptr);
 
   TransformerOptions options;
