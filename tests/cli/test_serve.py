@@ -111,11 +111,14 @@ class TransformerServe(unittest.TestCase):
                     self.assertTrue(all(w == 0 for w in row[i + 1:]), (i, row))
         for layer in maps["encoder_self"]:
             self.assertEqual([len(head) for head in layer], [sources] * len(layer))
-        # `attention`, what the search kept, is the last layer's cross-attention, mean of heads.
-        last = maps["cross"][-1]
+        # `attention`, what the search kept, is the penultimate layer's cross-attention (the only
+        # layer's with one), mean of heads: kernels::alignment_layer.
+        layers = maps["cross"]
+        self.assertGreaterEqual(len(layers), 2)  # so that the penultimate is not the last
+        aligned = layers[len(layers) - 2]
         for i in range(rows):
             for j in range(sources):
-                mean = sum(head[i][j] for head in last) / len(last)
+                mean = sum(head[i][j] for head in aligned) / len(aligned)
                 self.assertAlmostEqual(r["attention"][i][j], mean, delta=2e-4)
 
     def test_a_gru_model_has_no_layer_maps(self):
