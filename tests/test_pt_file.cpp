@@ -9,6 +9,9 @@
 #include <random>
 #include <sstream>
 
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
 #include "attnkit/core/error.h"
 #include "attnkit/io/pt_file.h"
 #include "io/unpickler.h"
@@ -62,6 +65,32 @@ TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
   }
   for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "temporary file left";
+}
+
+// save_archive streams the archive to the file through a sink that gathers small pieces (each
+// member's header) and writes large ones as they come: the file must be, byte for byte, what
+// LibTorch writes into memory, whatever the sizes of the members around the gathering threshold.
+TEST(PtFile, AStreamedArchiveIsTheArchiveLibTorchWritesInMemory) {
+  testing::ScratchDir dir("pt_stream");
+  torch::serialize::OutputArchive archive, inner;
+  inner.write("bias", at::arange(3, at::kFloat));
+  archive.write("inner", inner);
+  const int64_t sizes[] = {1, 16383, 16384, 16385, 200000, 7};  // floats: 64 KiB is 16384
+  for (size_t i = 0; i < std::size(sizes); ++i)
+    archive.write("t" + std::to_string(i), at::arange(sizes[i], at::kFloat).mul_(0.5));
+  const auto path = (dir / "archive.pt").string();
+  io::save_archive(archive, path);
+  std::ostringstream in_memory;
+  archive.save_to(in_memory);
+  const auto streamed = read_bytes(path);
+  EXPECT_GT(streamed.size(), 200000 * sizeof(float));
+  EXPECT_TRUE(streamed == in_memory.str())
+      << streamed.size() << " bytes against " << in_memory.str().size();
+  torch::serialize::InputArchive back;
+  back.load_from(path);
+  at::Tensor t4;
+  back.read("t4", t4);
+  EXPECT_TRUE(t4.equal(at::arange(200000, at::kFloat).mul_(0.5)));
 }
 
 TEST(PtFile, SavingIntoAMissingDirectoryIsAClearError) {

@@ -4,6 +4,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/serialize/output-archive.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -248,6 +249,15 @@ void save_tensor_dict(const std::string& path, const TensorDict& tensors) {
   }
   const auto bytes = torch::jit::pickle_save(dict);
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    archive.save_to([&](const void* data, size_t size) {
+      sink(data, size);
+      return size;  // always all of it: a failed write is the sink's to report
+    });
+  });
 }
 
 const at::Tensor& find(const TensorDict& dict, const std::string& key, const std::string& what) {

@@ -341,11 +341,7 @@ std::vector<std::string> attention_rows(const Translation& t) {
 void save_weights(torch::nn::Module& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
   model.save(archive);
-  // Serialised in memory first: LibTorch's archive writer throws from its destructor when the
-  // disk fills mid-write, which ends the process; our writer reports it and keeps the old file.
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  write_file_atomic(path, bytes.str());
+  io::save_archive(archive, path);  // a full disk keeps the previous weights
 }
 
 namespace {

@@ -28,11 +28,7 @@ void save_checkpoint(const std::string& path, Trainable& model, torch::optim::Ad
                                         static_cast<int64_t>(p.baseline.set)}));
   archive.write("metrics",
                 at::tensor({p.best_bleu, p.best_loss, p.lr, p.baseline.value}, at::kDouble));
-  // In memory first (see seq2seq::save_weights): a full disk is an error that keeps the previous
-  // checkpoint, not an abort from LibTorch's writer.
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  write_file_atomic(path, bytes.str());
+  io::save_archive(archive, path);  // a full disk keeps the previous checkpoint
 }
 
 Position load_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,
