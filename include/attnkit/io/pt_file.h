@@ -43,8 +43,9 @@ void save_tensor_dict(const std::string& path, const TensorDict& tensors);
 // Writes a LibTorch archive (model.pt, checkpoint.pt) to `path` as write_file_atomic does,
 // streamed to the file, not gathered in memory first (a string grown by doubling, then copied
 // out): a 40-step run of the default Transformer saving its 89 MB checkpoint and its weights 9
-// times spent 14.2 s on it, now 2.0 s, and its peak memory fell from 574 to 400 MB. A full disk is an attnkit::Error naming
-// `path` that keeps the previous file (through ByteSink, LibTorch's writer never sees it fail).
+// times spent 14.2 s on it, now 2.0 s, and its peak memory fell from 574 to 400 MB. A full disk
+// is an attnkit::Error naming `path` that keeps the previous file (through ByteSink, LibTorch's
+// writer never sees it fail).
 void save_archive(torch::serialize::OutputArchive& archive, const std::string& path);
 
 // The zip container of a .pt file (torch.save's, or a LibTorch archive's: model.pt,
