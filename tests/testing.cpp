@@ -8,8 +8,12 @@
 #include <map>
 #include <sstream>
 
+#include <execinfo.h>
+#include <signal.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <unistd.h>
+
+#include <cstring>
 
 namespace attnkit::testing {
 
@@ -139,6 +143,54 @@ SyntheticData synthetic_data(const std::string& task, size_t train_count) {
 
 }  // namespace attnkit::testing
 
+namespace {
+
+// A test that crashes says where. CTest shows a crashed test's output, which otherwise ends at
+// its "[ RUN ]" line: CI once reported a SEGFAULT that no rerun reproduced, with nothing to go on.
+// The handler writes the signal, the test and the stack (function names: the suite links with
+// ENABLE_EXPORTS) with async-signal-safe calls only, then dies of the signal as before.
+char crashed_test[512] = "(outside a test)";
+
+class CurrentTest : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo& t) override {
+    std::snprintf(crashed_test, sizeof crashed_test, "%s.%s", t.test_suite_name(), t.name());
+  }
+};
+
+void write_text(const char* s) {
+  if (::write(STDERR_FILENO, s, std::strlen(s)) < 0) return;  // nothing more to do in a crash
+}
+
+void report_crash(int signal) {
+  write_text("\n*** ");
+  write_text(signal == SIGSEGV  ? "SIGSEGV"
+             : signal == SIGBUS ? "SIGBUS"
+             : signal == SIGILL ? "SIGILL"
+             : signal == SIGFPE ? "SIGFPE"
+                                : "SIGABRT");
+  write_text(" in ");
+  write_text(crashed_test);
+  write_text("; the stack:\n");
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void report_crashes() {
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizers' own reports are better
+  void* warm[1];
+  backtrace(warm, 1);  // loads libgcc now: not in the handler
+  struct sigaction action {};
+  action.sa_handler = report_crash;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) sigaction(s, &action, nullptr);
+#endif
+}
+
+}  // namespace
+
 // The suite's own main: under ATTNKIT_ISA (tests/CMakeLists.txt runs the kernel tests once per
 // ISA), an ISA this CPU lacks skips the run with CTest's skip code instead of failing it.
 int main(int argc, char** argv) {
@@ -149,5 +201,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CurrentTest);
+  report_crashes();
   return RUN_ALL_TESTS();
 }
