@@ -31,9 +31,14 @@ class PartPool {
   bool run(int64_t parts, const std::function<void(int64_t)>& part) {
     std::unique_lock<std::mutex> job(submit_, std::try_to_lock);
     if (!job.owns_lock()) return false;
+    // A new worker waits for the generation after the current one, this job's. Started from 0
+    // once earlier jobs had run, it took the current generation for a job at once and read part_
+    // and parts_ while they were being written below: it could run this job's part before it was
+    // published and again after, with run() returning (and `part` gone) during the second run.
+    const uint64_t current = generation_.load(std::memory_order_relaxed);
     while (static_cast<int64_t>(workers_.size()) < parts - 1) {
       const int64_t index = static_cast<int64_t>(workers_.size()) + 1;
-      workers_.emplace_back([this, index] { work(index); });
+      workers_.emplace_back([this, index, current] { work(index, current); });
     }
     part_ = &part;
     parts_ = parts;
@@ -51,8 +56,7 @@ class PartPool {
   }
 
  private:
-  void work(int64_t index) {
-    uint64_t seen = 0;
+  void work(int64_t index, uint64_t seen) {
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kSpin;
       uint64_t now = generation_.load(std::memory_order_acquire);
