@@ -97,8 +97,12 @@ TEST(Int8ModelDir, HoldsInt8RowsThatLoadAndRequantizeExactly) {
   EXPECT_EQ(loaded.model()->options.compute_type(), ComputeType::Int8);
   EXPECT_EQ(loaded.model()->decoder->options.compute_type(), ComputeType::Int8);
   int64_t matrices = 0;
+  // Held here: a reference into the temporary dict named_parameters() returns dangled, a
+  // use-after-free that only LibTorch's code read (so ASan did not see it) and that crashed
+  // this test once in CI.
+  const auto originals = model->named_parameters();
   for (const auto& p : loaded.model()->named_parameters()) {
-    const auto& original = model->named_parameters()[p.key()];
+    const auto& original = originals[p.key()];
     const auto& kept = io::find(stored, p.key(), "stored");
     if (p.value().dim() != 2) {
       EXPECT_TRUE(at::equal(kept, original)) << p.key();
