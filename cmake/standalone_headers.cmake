@@ -9,13 +9,18 @@
 # the largest of the layers below whose every header its own header includes, directly or through
 # attnkit's headers (read from the #include lines); a header that includes none of them is parsed
 # without one. The layers say only what is worth precompiling; which unit takes which is computed.
+#
+# Two layers, measured (GCC 12, one core of a Zen 5, 73 units): GCC reads a precompiled header
+# whole before the unit starts, so a unit costs about 1 s per 100 MB of it. The tensor layer
+# (128 MB) makes a unit of the tensor headers about 1 s; the module layer (384 MB) 3.5-6.4 s,
+# against 10-14 s parsed without it. A third layer of the torch::nn modules (467 MB, 37 s to
+# build) made its 10 units no faster (7.0-7.5 s a unit with it, 6.3-6.6 with the module layer),
+# and a module layer of three headers left io/state_dict.h, which includes only
+# torch/nn/module.h, to parse it itself (13.8 s against 3.5). With these two layers the header
+# check took 178 s on one core (`make -j1`, ccache off) against 236 with the three before.
 set(ATTNKIT_HEADER_PCH_LAYER_tensor "ATen/core/Tensor.h")
-set(ATTNKIT_HEADER_PCH_LAYER_module "torch/nn/module.h;torch/nn/pimpl.h;torch/nn/modules/linear.h")
-set(ATTNKIT_HEADER_PCH_LAYER_layers
-    "ATen/core/Tensor.h;torch/nn/module.h;torch/nn/pimpl.h;torch/nn/modules/linear.h"
-    "torch/nn/modules/embedding.h;torch/nn/modules/normalization.h"
-    "torch/nn/modules/container/modulelist.h;torch/nn/modules/rnn.h")
-set(ATTNKIT_HEADER_PCH_LAYERS tensor module layers)  # smallest first: the last that fits wins
+set(ATTNKIT_HEADER_PCH_LAYER_module "torch/nn/module.h")
+set(ATTNKIT_HEADER_PCH_LAYERS tensor module)  # smallest first: the last that fits wins
 
 # attnkit_external_includes(<header> <var>): the headers outside attnkit that <header> (a path as
 # included, "attnkit/...") includes, itself or through the attnkit headers it includes.
