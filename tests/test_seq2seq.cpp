@@ -305,6 +305,26 @@ TEST(Training, RestoresTheCallersSigintHandlerEvenWhenItFails) {
   std::signal(SIGINT, previous);
 }
 
+// The GRU model draws from LibTorch's default generator and keeps REINFORCE's baseline between
+// calls: it does not train in lanes, and asking for them says so before any step.
+TEST(Training, LanesForAModelThatCannotRunInThemAreRefused) {
+  auto t = make_task("copy", 50);
+  seq2seq::Seq2Seq model(t.config.model);
+  testing::ScratchDir dir("lanes");
+  auto o = quick_options(dir.str());
+  o.lanes = 2;
+  try {
+    train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+    ADD_FAILURE() << "two lanes for the GRU model were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--lanes 2: this model cannot train in lanes"),
+              std::string::npos)
+        << e.what();
+  }
+  o.lanes = 1;
+  EXPECT_NO_THROW(train::train_model(model, t.config, t.vocab, t.vocab, t.data, o));
+}
+
 TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
   try {
     seq2seq::Translator("/no/such/model");

@@ -453,6 +453,12 @@ Command add_train_command(CLI::App& parent) {
                   "the other (the step of a batch this many times larger, at the memory of one)")
       ->check(checks::at_least(1))
       ->capture_default_str();
+  app->add_option("--lanes", o.lanes,
+                  "Parts of each batch trained at once, a thread each, gradients summed in order "
+                  "(the result depends on the lanes, not on the threads); 0: one per thread for "
+                  "the Transformer, 1 otherwise")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--warmup-steps", a->warmup_steps,
                   "Inverse-square-root schedule: the rate rises to --lr over this many steps, then "
                   "falls as 1/sqrt(step); 0: off (default: rnn 0, transformer 1000)")

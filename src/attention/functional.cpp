@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attnkit/kernels/dropout.h"
 #include "attnkit/kernels/linear.h"
 #include "attnkit/kernels/masked_softmax.h"
 
@@ -239,7 +240,9 @@ std::pair<at::Tensor, at::Tensor> scaled_dot_product_attention(const at::Tensor&
   auto scaled_q = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   auto scores = at::matmul(scaled_q, k.transpose(-2, -1));  // [..., Tq, Tk]
   auto weights = soft_weights(scores, mask);
-  const auto used = dropout > 0 ? at::dropout(weights, dropout, /*train=*/true) : weights;
+  // kernels::dropout draws one seed a call (at::dropout draws every element from the default
+  // generator): the same masks when a batch's parts train on several threads at once.
+  const auto used = kernels::dropout(weights, dropout, /*training=*/true);
   return {at::matmul(used, v), weights};  // [..., Tq, Dv], [..., Tq, Tk]
 }
 

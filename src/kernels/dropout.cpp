@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 #include "row_parts.h"
 #include "simd.h"
@@ -194,9 +195,24 @@ uint32_t threshold(double p) {
   return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
 }
 
-// The next call's seed from LibTorch's default generator (at::manual_seed and the checkpointed
-// RNG state govern it).
+// This thread's DropoutSeedStream, if one lives: the seed its next draw starts from.
+std::optional<uint64_t>& thread_stream() {
+  thread_local std::optional<uint64_t> state;
+  return state;
+}
+
+// splitmix64 (Steele, Lea and Flood 2014): a stream of well-mixed 64-bit seeds from a counter.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The next call's seed: from this thread's DropoutSeedStream, or else from LibTorch's default
+// generator (at::manual_seed and the checkpointed RNG state govern it).
 uint64_t next_seed() {
+  if (auto& stream = thread_stream()) return splitmix64(*stream);
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get<at::CPUGeneratorImpl>()->random64();
@@ -294,6 +310,15 @@ bool fusable(const at::Tensor& x) {
 }
 
 }  // namespace
+
+uint64_t next_dropout_seed() { return next_seed(); }
+
+DropoutSeedStream::DropoutSeedStream(uint64_t seed) {
+  TORCH_CHECK(!thread_stream(), "DropoutSeedStream: one already lives on this thread");
+  thread_stream() = seed;
+}
+
+DropoutSeedStream::~DropoutSeedStream() { thread_stream().reset(); }
 
 at::Tensor dropout(const at::Tensor& x, double p, bool training) {
   check_p(p);

@@ -64,4 +64,12 @@ void scale(const std::vector<FloatSpan>& spans, float factor) {
   });
 }
 
+void add(const std::vector<FloatSpan>& dst, const std::vector<const float*>& src) {
+  std::vector<int64_t> sizes;
+  for (const auto& s : dst) sizes.push_back(s.size);
+  for_each_piece(sizes, [&](size_t t, int64_t from, int64_t to) {
+    simd::axpy(1.0f, src[t] + from, dst[t].data + from, to - from);  // a fused 1 * x + y is x + y
+  });
+}
+
 }  // namespace attnkit::kernels

@@ -175,6 +175,37 @@ void adam_step(torch::optim::Adam& optimizer, double grad_scale) {
   kernels::adam_update(update);
 }
 
+void add_gradients(const std::vector<at::Tensor>& parameters,
+                   const std::vector<std::vector<at::Tensor>>& parts) {
+  at::NoGradGuard no_grad;
+  auto spannable = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous() &&
+           !t.is_sparse();
+  };
+  for (const auto& part : parts) {
+    std::vector<kernels::FloatSpan> sums;
+    std::vector<const float*> addends;
+    for (size_t i = 0; i < part.size(); ++i) {
+      const auto& g = part[i];
+      if (!g.defined()) continue;
+      at::Tensor p = parameters[i];  // a handle of the parameter: its .grad is the parameter's
+      auto& grad = p.mutable_grad();
+      if (!grad.defined()) {
+        // Taken as it is when nothing else holds its memory, as AccumulateGrad takes it; later
+        // parts add to it in place.
+        const bool alone = g.use_count() == 1 && g.storage().use_count() == 1;
+        grad = alone && g.is_contiguous() ? g : g.clone(at::MemoryFormat::Contiguous);
+      } else if (spannable(grad) && spannable(g)) {
+        sums.push_back({grad.data_ptr<float>(), grad.numel()});
+        addends.push_back(g.data_ptr<float>());
+      } else {
+        grad.add_(g);
+      }
+    }
+    kernels::add(sums, addends);
+  }
+}
+
 void clear_gradients(const std::vector<at::Tensor>& parameters) {
   for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
 }

@@ -1,6 +1,7 @@
 #include "attnkit/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/optim/adam.h>
 
 #include <algorithm>
@@ -12,9 +13,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/info.h"
 #include "attnkit/core/signals.h"
+#include "attnkit/kernels/dropout.h"
+#include "attnkit/kernels/lanes.h"
 #include "attnkit/train/averaging.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/train/seq2seq_trainable.h"
@@ -149,6 +154,16 @@ class Run {
     return {batch.begin() + n * part / parts, batch.begin() + n * (part + 1) / parts};
   }
 
+  // Lane `lane` of `lanes`: every lanes-th sentence from the lane-th. The batch's sentences come
+  // sorted by length, so each lane gets about as many tokens (contiguous halves left the lane
+  // with the longer half 16 % of the step to run alone).
+  static std::vector<size_t> lane_of(const std::vector<size_t>& members, size_t lane,
+                                     size_t lanes) {
+    std::vector<size_t> out;
+    for (size_t i = lane; i < members.size(); i += lanes) out.push_back(members[i]);
+    return out;
+  }
+
   // The global batch cut into the accumulation's pieces, and of each piece this rank's shard.
   std::vector<std::vector<size_t>> this_ranks_pieces(const std::vector<size_t>& batch) const {
     std::vector<std::vector<size_t>> pieces;
@@ -207,9 +222,9 @@ class Run {
 
   // One piece's forward and backward, adding to the gradients; returns its mean token loss.
   double forward_backward(const std::vector<size_t>& members, int64_t global_tokens) {
+    if (lanes_ > 1) return forward_backward_in_lanes(members, global_tokens);
     const auto batch = collate(data_.train, members);
-    auto l =
-        model_.loss(batch, {o_.label_smoothing, o_.teacher_forcing, o_.entropy_bonus}, p_.baseline);
+    auto l = model_.loss(batch, loss_options(), p_.baseline);
     // Weighted by this piece's share of the tokens, the summed gradients are the gradient of
     // the global batch's mean loss: the same step one process with one piece would take.
     if (dist_ || accumulate_ > 1)
@@ -217,6 +232,65 @@ class Run {
                                    std::max<int64_t>(global_tokens, 1));
     l.objective.backward();
     return l.loss.item<double>();
+  }
+
+  // The same, the piece cut into lanes_ parts whose forward and backward passes run at once, a
+  // thread each (TrainOptions::lanes); their gradients are then added in part order.
+  double forward_backward_in_lanes(const std::vector<size_t>& members, int64_t global_tokens) {
+    const auto lanes = static_cast<size_t>(lanes_);
+    std::vector<uint64_t> seeds(lanes);
+    for (auto& seed : seeds) seed = kernels::next_dropout_seed();  // in part order
+    std::vector<std::vector<at::Tensor>> gradients(lanes);
+    std::vector<double> losses(lanes, 0);
+    kernels::run_lanes(lanes_, [&](int64_t lane) {
+      const auto part = lane_of(members, lane, lanes);
+      if (part.empty()) return;
+      kernels::DropoutSeedStream stream(seeds[lane]);
+      const auto batch = collate(data_.train, part);
+      auto l = model_.loss(batch, loss_options(), p_.baseline);
+      const auto objective = l.objective * (static_cast<double>(batch.target_tokens) /
+                                            std::max<int64_t>(global_tokens, 1));
+      gradients[lane] = torch::autograd::grad({objective}, unique_parameters_, /*grad_outputs=*/{},
+                                              /*retain_graph=*/false, /*create_graph=*/false,
+                                              /*allow_unused=*/true);
+      losses[lane] = l.loss.item<double>();
+    });
+    add_gradients(unique_parameters_, gradients);
+    double loss_sum = 0;
+    int64_t tokens = 0;
+    for (size_t lane = 0; lane < lanes; ++lane) {
+      const auto part_tokens = tokens_in(lane_of(members, lane, lanes));
+      loss_sum += losses[lane] * part_tokens;
+      tokens += part_tokens;
+    }
+    return tokens ? loss_sum / tokens : 0;
+  }
+
+  LossOptions loss_options() const {
+    return {o_.label_smoothing, o_.teacher_forcing, o_.entropy_bonus};
+  }
+
+  // TrainOptions::lanes resolved: what was asked, or one per kernel thread for a model that can.
+  int64_t lanes() const {
+    const bool can = model_.runs_in_lanes() && !dist_;
+    if (o_.lanes > 1 && !can)
+      throw Error("train: --lanes " + std::to_string(o_.lanes) + ": " +
+                  (dist_ ? std::string("lanes are for one process (ranks split the batch)")
+                         : std::string("this model cannot train in lanes")) +
+                  "; use --lanes 1");
+    if (o_.lanes > 0) return o_.lanes;
+    // Under the other policies LibTorch or OpenBLAS own the threads, and each lane would start
+    // a team of its own.
+    return can && configured_policy() == ThreadPolicy::Kernels ? configured_threads() : 1;
+  }
+
+  // Each parameter once (a shared embedding is listed under both of its names).
+  static std::vector<at::Tensor> unique(const std::vector<at::Tensor>& parameters) {
+    std::vector<at::Tensor> out;
+    std::set<const void*> seen;
+    for (const auto& p : parameters)
+      if (seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+    return out;
   }
 
   // Clipping, the learning-rate schedule and the Adam update.
@@ -377,6 +451,8 @@ class Run {
   // The model's parameters, the tensors the optimizer updates, listed once: a module lists them by
   // walking its submodules and naming each, 0.35 % of a Transformer training step twice a step.
   const std::vector<at::Tensor> parameters_;
+  const std::vector<at::Tensor> unique_parameters_ = unique(parameters_);
+  const int64_t lanes_ = lanes();
   torch::optim::Adam optimizer_;
   ValidationData valid_data_;
   Validator validator_;

@@ -30,4 +30,20 @@ at::Tensor add_dropout(const at::Tensor& x, const at::Tensor& y, double p, bool 
 // the dropout after it. Float and double on the CPU; anything else takes the composite.
 at::Tensor relu_dropout(const at::Tensor& x, double p, bool training);
 
+// The seed the next dropout on this thread would draw (and draws it).
+uint64_t next_dropout_seed();
+
+// While one lives, the dropouts on its thread draw their seeds from a stream of its own that
+// starts at `seed`, instead of from LibTorch's default generator. Threads that train parts of one
+// batch at once (train/trainer.cpp's lanes) each take one, seeded in order from the default
+// generator, so that every part's masks are the same whatever the threads' timing and however
+// many threads run the parts. Not nested.
+class DropoutSeedStream {
+ public:
+  explicit DropoutSeedStream(uint64_t seed);
+  ~DropoutSeedStream();
+  DropoutSeedStream(const DropoutSeedStream&) = delete;
+  DropoutSeedStream& operator=(const DropoutSeedStream&) = delete;
+};
+
 }  // namespace attnkit::kernels

@@ -24,4 +24,9 @@ double sum_of_squares(const std::vector<FloatSpan>& spans);
 // x *= factor over every span.
 void scale(const std::vector<FloatSpan>& spans, float factor);
 
+// dst[t] += src[t] over every span t (src[t] holds dst[t].size floats): the gradients of a
+// batch's parts trained at once (train/trainer.cpp's lanes) summed in one job. Element-wise, so
+// the threads change nothing.
+void add(const std::vector<FloatSpan>& dst, const std::vector<const float*>& src);
+
 }  // namespace attnkit::kernels

@@ -65,6 +65,13 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
 // pass over the gradients shorter: their scaling was 0.9 % of a Transformer training step.
 void adam_step(torch::optim::Adam& optimizer, double grad_scale = 1);
 
+// Adds the gradients of a batch's parts to the parameters' (.grad, set where undefined): parts[k]
+// holds part k's gradient for each of `parameters` (torch::autograd::grad's answer, undefined
+// where the part gave none). Part by part in order, so the sums do not depend on which part
+// finished first; each part's float32 additions are one job on the kernels' threads.
+void add_gradients(const std::vector<at::Tensor>& parameters,
+                   const std::vector<std::vector<at::Tensor>>& parts);
+
 // Drops the gradients instead of zeroing them (PyTorch's zero_grad(set_to_none=True), its default
 // since 2.0; LibTorch 1.13's Optimizer::zero_grad fills zeros). Backward then hands each
 // parameter its gradient instead of adding it to a zero-filled one: two passes over every

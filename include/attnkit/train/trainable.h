@@ -39,6 +39,10 @@ class Trainable {
   // keeps (and checkpoints) for models that sample.
   virtual BatchLoss loss(const Batch& batch, const LossOptions& options,
                          ReinforceBaseline& baseline) = 0;
+  // Whether loss() and the backward pass of its objective may run on several threads at once,
+  // on parts of one batch (TrainOptions::lanes): nothing shared between calls is written (the
+  // REINFORCE baseline is), and nothing random is drawn but kernels::dropout's seeds.
+  virtual bool runs_in_lanes() const { return false; }
   // The mean token cross-entropy of a batch, without label smoothing or gradients.
   virtual double validation_loss(const Batch& batch) = 0;
   // Greedy translations of raw source sentences, for validation BLEU.

@@ -47,6 +47,17 @@ struct TrainOptions {
   // is the large batch's (as with ranks, the pieces' losses are weighted by their tokens), at
   // the memory of one piece. Pieces are equal runs of the batch's length-sorted sentences.
   int64_t accumulate = 1;
+  // Lanes: each batch (each piece, with accumulation) is cut into this many parts, trained at
+  // once, a thread each, with every kernel of a part on its thread; their gradients are added
+  // in part order. Two threads that share each product instead wait for each other through every
+  // serial stretch between the products (the autograd engine's bookkeeping, the forward pass's
+  // small ops). A lane takes every lanes-th sentence of the length-sorted batch, its loss is
+  // weighted by its share of the tokens, and its dropout draws from a seed stream of its own
+  // seeded in lane order: the result depends on the lanes, never on the threads (on fewer
+  // threads, a thread runs several lanes in turn). 0: one lane per thread for a model that can
+  // run in lanes (Trainable::runs_in_lanes) under ThreadPolicy::Kernels, one otherwise. One
+  // process only (ranks sum their gradients as backward produces them).
+  int64_t lanes = 0;
   double learning_rate = 1e-3;
   // > 0: the inverse-square-root schedule (Vaswani et al.): the rate rises linearly to
   // learning_rate over this many steps, then falls as 1/sqrt(step).

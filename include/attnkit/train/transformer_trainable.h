@@ -19,6 +19,8 @@ class TransformerTrainable : public Trainable {
   // layer runs on the real target tokens only, fused with the label-smoothed loss.
   BatchLoss loss(const Batch& batch, const LossOptions& options,
                  ReinforceBaseline& baseline) override;
+  // Its randomness is kernels::dropout's (the attention weights' dropout included).
+  bool runs_in_lanes() const override { return true; }
   double validation_loss(const Batch& batch) override;
   std::vector<std::string> translate(const std::vector<std::string>& sources) override;
   void save_weights(const std::string& path) override;
