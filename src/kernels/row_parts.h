@@ -17,6 +17,7 @@
 
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/one_part.h"
+#include "lane_helpers.h"
 #include "part_pool.h"
 
 namespace attnkit::kernels {
@@ -32,9 +33,12 @@ struct RowPart {
 // How many parts to split `rows` rows into, at most one per row: the configured threads under
 // ThreadPolicy::Kernels; otherwise the threads the caller gave LibTorch or OpenBLAS, whichever
 // owns them, so that a caller running several single-threaded BLAS users side by side gets one
-// part each. One inside a LibTorch parallel region.
+// part each. One inside a LibTorch parallel region, and one under OnePartPerThread, but for a
+// lane whose run has threads done with their own lanes: one more part for each (lane_helpers.h).
 inline int64_t row_parts(int64_t rows) {
-  if (OnePartPerThread::active() || at::in_parallel_region()) return 1;
+  if (at::in_parallel_region()) return 1;
+  if (OnePartPerThread::active())
+    return std::max<int64_t>(1, std::min<int64_t>(1 + lane_helpers::idle(), rows));
   const int64_t threads = configured_policy() == ThreadPolicy::Kernels
                               ? configured_threads()
                               : std::max<int64_t>(at::get_num_threads(), blas_threads());
@@ -63,7 +67,7 @@ void for_each_row_part(int64_t parts, const Fn& fn) {
       errors[j] = std::current_exception();
     }
   };
-  if (parts > 1 && run_parts_on_pool(parts, run)) {
+  if (parts > 1 && (lane_helpers::run(parts, run) || run_parts_on_pool(parts, run))) {
     for (const auto& error : errors)
       if (error) std::rethrow_exception(error);
     return;

@@ -13,6 +13,7 @@ class OnePartPerThread {
   OnePartPerThread(const OnePartPerThread&) = delete;
   OnePartPerThread& operator=(const OnePartPerThread&) = delete;
   static bool active() { return depth() > 0; }
+  static int nesting() { return depth(); }  // how many live on this thread
 
  private:
   static int& depth() {
