@@ -1,9 +1,11 @@
 #include "connections.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <utility>
@@ -71,7 +73,9 @@ Connections::Connection* Connections::find_new_socket() {
     bool known = false;
     for (const auto& c : live_) known = known || c.inode == inode;
     if (known || !is_server_side(static_cast<int>(fd), port_)) continue;
-    live_.push_back({static_cast<int>(fd), inode, Phase::Reading, Clock::now(), false});
+    // Nothing closes the new socket yet: its connection's thread starts after this.
+    const int own = fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 0);
+    live_.push_back({own, inode, Phase::Reading, Clock::now(), false});
     found = &live_.back();
     break;
   }
@@ -92,6 +96,7 @@ void Connections::enqueue(std::function<void()> fn) {
     fn();  // reads, handles, answers and closes the socket
     t_connection = nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (c->own >= 0) ::close(c->own);  // under the lock, as cut() uses it
     live_.remove_if([c](const Connection& x) { return &x == c; });
     changed_.notify_all();
   };
@@ -120,16 +125,17 @@ void Connections::serve(std::function<void()> task) {
 }
 
 // Ends a connection from outside its thread: its blocked read or write returns and httplib closes
-// the socket. The inode check keeps a descriptor number that was closed and reused from being cut.
+// its descriptor. Called under the lock, on our own descriptor of the socket (Connection::own),
+// which stays open until the connection has left live_, under the lock too.
 bool Connections::cut(Connection& c, bool answer_408) {
-  if (c.cut || c.fd < 0 || inode_of(c.fd) != c.inode) return false;
+  if (c.cut || c.own < 0) return false;
   if (answer_408) {
     static const char kAnswer[] =
         "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\n"
         "Content-Length: 47\r\n\r\n{\"error\":\"the request took too long to arrive\"}";
-    (void)!send(c.fd, kAnswer, sizeof kAnswer - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)!send(c.own, kAnswer, sizeof kAnswer - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
-  ::shutdown(c.fd, SHUT_RDWR);
+  ::shutdown(c.own, SHUT_RDWR);
   c.cut = true;
   return true;
 }

@@ -69,7 +69,12 @@ class Connections {
  private:
   enum class Phase { Reading, Handling, Writing };
   struct Connection {
-    int fd = -1;  // -1: not found; served without deadlines
+    // A duplicate of the connection's descriptor, ours to close when the connection ends (-1: not
+    // found; served without deadlines). httplib closes its own descriptor on the connection's
+    // thread whenever the connection ends, and the accept thread may be given that number at once
+    // for the next one: a deadline cutting by httplib's number could cut that next connection. Ours
+    // keeps the socket, and its number, until the connection has left live_.
+    int own = -1;
     uint64_t inode = 0;
     Phase phase = Phase::Reading;
     std::chrono::steady_clock::time_point since;
@@ -81,7 +86,7 @@ class Connections {
   void enqueue(std::function<void()> fn);
   void serve(std::function<void()> fn);
   Connection* find_new_socket();
-  bool cut(Connection& c, bool answer_408);  // false: already cut, or not ours
+  bool cut(Connection& c, bool answer_408);  // false: already cut, or not found
   void watch();
 
   const int port_;

@@ -309,15 +309,18 @@ def dribble(sock, text, pause):
 
 
 def server_sockets(pid):
-    """How many sockets the process `pid` has open (the listening one and those it accepted)."""
+    """How many sockets the process `pid` has open (the listening one and those it accepted), each
+    once: the server holds a second descriptor of each connection it may have to cut."""
     fds = os.path.join("/proc", str(pid), "fd")
-    count = 0
+    sockets = set()
     for fd in os.listdir(fds):
         try:
-            count += os.readlink(os.path.join(fds, fd)).startswith("socket:")
+            target = os.readlink(os.path.join(fds, fd))
         except FileNotFoundError:  # closed while we looked
-            pass
-    return count
+            continue
+        if target.startswith("socket:"):
+            sockets.add(target)
+    return len(sockets)
 
 
 def read_all(sock, timeout=15):
