@@ -7,7 +7,7 @@ JOBS ?= 2
 # ccache needs these to reuse objects built with a precompiled header.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all setup configure build demo test test-sanitize fuzz bench performance deb format clean
+.PHONY: all setup configure build demo test test-sanitize test-tsan fuzz bench performance deb format clean
 
 all: build
 
@@ -42,6 +42,17 @@ test-sanitize: setup
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
 	  ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j$(JOBS) -E '$(SANITIZE_SKIP)' \
 	  $(CTEST_ARGS)
+
+# The test program under ThreadSanitizer, in its own build directory (docs/ROBUSTNESS.md): its
+# suites run the kernels' pool, the training lanes and their helpers, and every kernel on two and
+# three threads. LibTorch is not instrumented; tests/tsan.supp holds the one race reported inside it.
+TSAN_DIR ?= build-tsan
+test-tsan: setup
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_SANITIZE_THREAD=ON \
+	  -DATTNKIT_BUILD_BENCH=OFF
+	cmake --build $(TSAN_DIR) -j$(JOBS) --target attnkit_tests
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  $(TSAN_DIR)/tests/attnkit_tests --gtest_brief=1 $(GTEST_ARGS)
 
 # Each libFuzzer target (tests/fuzz) for FUZZ_SECONDS, under ASan + UBSan, built with clang in
 # its own directory; a summary per target, findings in $(FUZZ_DIR)/findings/ (docs/ROBUSTNESS.md).
