@@ -27,6 +27,10 @@
 //   Linear/<float|int8>/<M>x<K>x<N>      y = x W^T at the decoding shapes on one thread: the
 //                                        float packed panels against the int8 ones (activations
 //                                        quantized in the loop)
+//   FmaPeak                              the cores' multiply-add ceiling: independent vector
+//                                        FMAs (zmm on AVX-512, ymm on AVX2), no memory, on every
+//                                        configured thread at once; the denominator of "the
+//                                        products' fraction of the peak"
 //   StepProducts/<M>                     a Transformer decoder step's 19 products in order
 //                                        (3 layers, d 256, FFN 1024, output layer 2784) on one
 //                                        thread, M rows, every weight its own: the rate a search's
@@ -39,9 +43,13 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <immintrin.h>
+
 #include <array>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/functional.h"
@@ -231,6 +239,66 @@ void packed_gemm_case(benchmark::State& state) {
       2.0 * size * size * size * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// `iterations` rounds of 24 independent FMA chains (more than the 2 units x 4 cycles of latency
+// in flight that full speed needs); returns a sum so the loop is kept. 2 x 16 x 24 FLOPs a round.
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(1e-3f * i);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  float sum = 0;
+  for (int i = 0; i < 24; ++i) sum += _mm512_reduce_add_ps(acc[i]);
+  return sum;
+}
+
+// The same on ymm registers (2 x 8 x 12 FLOPs a round: 12 chains of the 16 registers).
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1e-3f * i);
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  alignas(32) float lanes[8];
+  float sum = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm256_store_ps(lanes, acc[i]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+
+// The multiply-add ceiling of the configured threads' cores, all at once (the slowest sets the
+// pace, as it does for a product split between them). Why: "fraction of the peak" against the
+// 1024^3 SGEMM understates how close a product comes to the hardware: on this project's Zen 5
+// (218 GFLOP/s a core here) the packed block ran a training step's products at 84-95 % of it on
+// one core (dW at 1024 columns 77 %) and the 1024^3 product at 76-83 %; on two, 83-90 % against
+// 71 % (docs/TRANSFORMER_BENCHMARKS.md, stop 53).
+void fma_peak_case(benchmark::State& state) {
+  const bool avx512 = kernels::cpu_isa() == kernels::Isa::Avx512;
+  if (!avx512 && kernels::cpu_isa() != kernels::Isa::Avx2) {
+    state.SkipWithError("FmaPeak: no AVX2 or AVX-512 on this CPU");
+    return;
+  }
+  const int64_t threads = std::max<int64_t>(1, configured_threads()), rounds = 20'000'000;
+  const double flops_per_thread = avx512 ? 2.0 * 16 * 24 * rounds : 2.0 * 8 * 12 * rounds;
+  std::vector<float> sums(threads);
+  auto run = [&](int64_t t) {
+    sums[t] = avx512 ? fma_chains_avx512(rounds) : fma_chains_avx2(rounds);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> others;
+    for (int64_t t = 1; t < threads; ++t) others.emplace_back(run, t);
+    run(0);
+    for (auto& other : others) other.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops_per_thread * threads * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 // The float packed product against the int8 one at a decoding shape (one thread, the rows of x
 // quantized inside the timed loop, as a decoder step would).
 void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64_t n) {
@@ -392,6 +460,7 @@ void register_all() {
   benchmark::RegisterBenchmark("Encoder/fwdbwd", encoder_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Sgemm/1024", sgemm_case)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("PackedGemm/1024", packed_gemm_case)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("FmaPeak", fma_peak_case)->Unit(benchmark::kMillisecond);
   for (bool by_frequency : {false, true})
     benchmark::RegisterBenchmark(
         by_frequency ? "BeamRanking/32x5x2784/by_frequency" : "BeamRanking/32x5x2784/random",
