@@ -6,7 +6,8 @@ Same corpus (the zh_CN gettext catalogs, as `make demo` builds it), tokens, voca
 on both sides; PyTorch is bench/transformer_pytorch.py (torch.nn.Transformer, decoding with cached
 keys and values, the same search). Measures:
   - training: target tokens per second, the best of ROUNDS runs of --seconds per side, alternating;
-    model FLOPs utilisation against the machine's best SGEMM at the same threads;
+    model FLOPs utilisation against the machine's best SGEMM at the same threads, and against the
+    cores' multiply-add ceiling (attnkit_bench's FmaPeak);
   - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32, each side's
     best of one batch at a time and --threads batches at once, both sides decoding attnkit's
     trained weights (`attnkit export`; the names are the same), so that they do the same work;
@@ -28,7 +29,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from compare_seq2seq import run  # noqa: E402
-from performance import gemm_gflops  # noqa: E402
+from performance import fma_peak_gflops, gemm_gflops  # noqa: E402
 
 ROUNDS = 2
 SPEED_SENTENCES = 1000
@@ -164,6 +165,7 @@ def measure(build_dir, out, seconds, threads):
         config = json.load(f)["model"]
     flops = flops_per_target_token(tok_train, config)
     peak = max(gemm_gflops(build_dir, threads, "Sgemm"), gemm_gflops(build_dir, threads, "PackedGemm"))
+    ceiling = fma_peak_gflops(build_dir, threads)
     rows = [("training, target tokens/s", *train)]
     rows += [(f"translation, {key}, sentences/s", *speeds[key]) for key in settings]
     rows.append((f"test BLEU (zh), beam 5, after {seconds:.0f} s of training", bleu(ak_hyp), bleu(pt_hyp)))
@@ -182,7 +184,8 @@ def measure(build_dir, out, seconds, threads):
     lines += ["", f"Training model FLOPs: {flops / 1e6:.1f} MFLOP per target token; the machine's best SGEMM at "
               f"{threads} thread(s): {peak:.0f} GFLOP/s. Model FLOPs utilisation: attnkit {100 * mfu[0]:.0f} %, "
               f"PyTorch {100 * mfu[1]:.0f} %. At 100 % of the peak, attnkit would train at {1 / mfu[1]:.2f}x "
-              f"PyTorch's measured speed."]
+              f"PyTorch's measured speed. Against the cores' multiply-add ceiling ({ceiling:.0f} GFLOP/s, "
+              f"FmaPeak), attnkit {100 * mfu[0] * peak / ceiling:.0f} % and PyTorch {100 * mfu[1] * peak / ceiling:.0f} %."]
     lines += ["", "Decoding work, from attnkit's searches of the speed rows (`translate --timing`: source tokens "
               "encoded, decoder rows stepped; forward FLOPs). Both sides decode attnkit's weights with the same "
               "search, so they do the same work; the last column is the ratio attnkit would reach at 100 % of "

@@ -40,6 +40,16 @@ def gemm_gflops(build_dir, threads, case="Sgemm"):
     return max(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration")
 
 
+def fma_peak_gflops(build_dir, threads):
+    """The cores' multiply-add ceiling on `threads` threads at once (attnkit_bench's FmaPeak:
+    vector FMAs, no memory), the best of 3 repetitions: what no product can exceed, where the
+    1024^3 SGEMM is what a good one reaches."""
+    out = subprocess.run([os.path.join(build_dir, "bench", "attnkit_bench"), f"--threads={threads}", "--kernels",
+                          "--benchmark_filter=^FmaPeak$", "--benchmark_repetitions=3", "--benchmark_format=json"],
+                         check=True, capture_output=True, text=True).stdout
+    return max(b["GFLOP/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration")
+
+
 def encoder_flops_per_token(config):
     """Forward FLOPs (2 per multiply-add) per source token: the GRU layers and the score's keys."""
     m = config["model"]
