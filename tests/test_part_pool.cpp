@@ -1,5 +1,6 @@
 // The kernels' worker pool (src/kernels/part_pool.h): whatever the number of parts, and as the
-// pool grows to a larger job, every part runs exactly once and has finished when run returns.
+// pool grows to a larger job, every part runs exactly once and has finished when run returns; a
+// part its worker has not started, the caller runs.
 // And the lanes' helpers (src/kernels/lane_helpers.h): a thread done with its lanes takes parts
 // of the kernels of a lane still running, and the lane's results keep their bits.
 
@@ -38,6 +39,29 @@ TEST(PartPool, EachPartRunsOnceAndIsDoneWhenTheJobReturnsAsThePoolGrows) {
       }
     }
   }
+}
+
+// A part is claimed by the first thread that asks, not given to a worker: a worker that has not
+// started by the time the caller is done with its own part leaves its part to the caller. Each job
+// here starts a millisecond after the last, the worker asleep by then (it sleeps after 200 us
+// idle), and its first part is empty: the caller finishes it long before a sleeping worker wakes,
+// and must have run the second part itself in some of fifty jobs. With parts fixed to threads it
+// never did.
+TEST(PartPool, TheCallerRunsAPartItsWorkerHasNotStarted) {
+  int callers_second_parts = 0;
+  for (int job = 0; job < 50; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<std::thread::id> ran(2);
+    std::vector<std::atomic<int>> runs(2);
+    ASSERT_TRUE(run_parts_on_pool(2, [&](int64_t i) {
+      runs[i].fetch_add(1);
+      ran[i] = std::this_thread::get_id();
+    }));
+    ASSERT_EQ(runs[0].load(), 1);
+    ASSERT_EQ(runs[1].load(), 1);
+    callers_second_parts += ran[1] == std::this_thread::get_id();
+  }
+  EXPECT_GT(callers_second_parts, 0);
 }
 
 // Spins until done() or about five seconds have passed; returns done().

@@ -13,9 +13,12 @@
 
 namespace attnkit::kernels {
 
-// Runs part(0) on the calling thread and part(1) .. part(parts - 1) on the pool's workers, and
-// returns once all have run. Returns false, having run nothing, when another thread's job holds
-// the pool (the caller then starts threads of its own). `part` must not throw.
+// Runs part(0) .. part(parts - 1) on the calling thread and the pool's workers, each thread
+// claiming the next part left (the caller first, so it usually runs part 0; a part a worker has
+// not started by the time the caller is done with its own, the caller runs), and returns once all
+// have run. Returns false, having run nothing, when another thread's job holds the pool (the
+// caller then starts threads of its own). `part` must not throw, nor depend on the thread it
+// runs on.
 bool run_parts_on_pool(int64_t parts, const std::function<void(int64_t)>& part);
 
 }  // namespace attnkit::kernels
