@@ -10,16 +10,14 @@
 
 #include "attnkit/core/info.h"
 #include "lane_helpers.h"
+#include "part_claims.h"
 #include "row_parts.h"
 
 namespace attnkit::kernels {
 namespace {
 
 // One run_lanes call's threads that have finished their lanes, and the one job at a time that a
-// lane still running gives them. A job's state is one word: its generation (upper 32 bits), its
-// parts (16) and the next part nobody has claimed (16). A helper claims a part by a
-// compare-exchange on that word, so a claim can only succeed while its job is posted; and the job
-// stays posted, its `part_` unchanged, until every claimed part is done.
+// lane still running gives them, whose parts the lane and its helpers claim (part_claims.h).
 class Helpers {
  public:
   explicit Helpers(int64_t threads) : running_(threads) {}
@@ -28,15 +26,16 @@ class Helpers {
 
   void run(int64_t parts, const std::function<void(int64_t)>& part) {
     std::unique_lock<std::mutex> slot(slot_, std::try_to_lock);
-    if (!slot.owns_lock() || parts > kMaxParts) {  // another lane's job has the helpers
+    if (!slot.owns_lock() || parts > PartClaims::kMaxParts) {  // another lane's job has the helpers
       for (int64_t j = 0; j < parts; ++j) part(j);
       return;
     }
     part_ = &part;
     done_.store(0, std::memory_order_relaxed);
     const uint64_t generation = ++generation_;
-    state_.store(generation << 32 | static_cast<uint64_t>(parts) << 16, std::memory_order_release);
-    for (int64_t j; (j = claim(generation)) >= 0; done_.fetch_add(1, std::memory_order_acq_rel))
+    claims_.post(generation, parts);
+    for (int64_t j; (j = claims_.claim(generation)) >= 0;
+         done_.fetch_add(1, std::memory_order_acq_rel))
       part(j);
     while (done_.load(std::memory_order_acquire) < parts) _mm_pause();
   }
@@ -49,8 +48,8 @@ class Helpers {
     idle_.fetch_add(1, std::memory_order_acq_rel);
     running_.fetch_sub(1, std::memory_order_acq_rel);
     while (running_.load(std::memory_order_acquire) > 0) {
-      const uint64_t generation = state_.load(std::memory_order_acquire) >> 32;
-      const int64_t j = generation ? claim(generation) : -1;
+      const uint64_t generation = claims_.posted();
+      const int64_t j = generation ? claims_.claim(generation) : -1;
       if (j < 0) {
         _mm_pause();
         continue;
@@ -61,25 +60,12 @@ class Helpers {
   }
 
  private:
-  static constexpr int64_t kMaxParts = 0xffff;
-
-  // The next part of job `generation`, or -1 when that job is over or has no part left.
-  int64_t claim(uint64_t generation) {
-    uint64_t s = state_.load(std::memory_order_acquire);
-    for (;;) {
-      const auto next = static_cast<int64_t>(s & 0xffff),
-                 parts = static_cast<int64_t>((s >> 16) & 0xffff);
-      if (s >> 32 != generation || next >= parts) return -1;
-      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return next;
-    }
-  }
-
   std::atomic<int64_t> running_, idle_{0};  // threads still running lanes; threads done
   std::mutex slot_;                         // held by the lane whose job is posted
   uint64_t generation_ = 0;                 // written under slot_
   const std::function<void(int64_t)>* part_ = nullptr;
   std::atomic<int64_t> done_{0};
-  std::atomic<uint64_t> state_{0};
+  PartClaims claims_;
 };
 
 // The calling thread's run and the nesting of OnePartPerThread its lanes run at: deeper, the

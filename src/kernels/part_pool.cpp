@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "part_claims.h"
+
 namespace attnkit::kernels {
 namespace {
 
@@ -16,12 +18,9 @@ namespace {
 // step (a few LibTorch ops) is shorter, the gap between training steps longer.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
-// One job at a time. A job's state is one word, as the lanes' helpers keep theirs (lanes.cpp):
-// its number (upper 32 bits), its parts (16) and the next part nobody has claimed (16). Every
-// thread, the caller first, claims parts by a compare-exchange on that word until none is left,
-// so a claim can only succeed while its job is posted, and the job stays posted, `part_`
-// unchanged, until every claimed part is done. Why claims and not part i on worker i: with a
-// busy process sharing one of this machine's two cores, a Transformer trained in one lane spent
+// One job at a time, whose parts every thread, the caller first, claims until none is left
+// (part_claims.h), as the lanes' helpers claim theirs. Why claims and not part i on worker i: with
+// a busy process sharing one of this machine's two cores, a Transformer trained in one lane spent
 // 21 % of its samples with the caller waiting for a worker that had not yet been given the core
 // to start its part (stop 54); the caller now runs that part itself.
 class PartPool {
@@ -38,39 +37,26 @@ class PartPool {
 
   bool run(int64_t parts, const std::function<void(int64_t)>& part) {
     std::unique_lock<std::mutex> job(submit_, std::try_to_lock);
-    if (!job.owns_lock() || parts > kMaxParts) return false;
+    if (!job.owns_lock() || parts > PartClaims::kMaxParts) return false;
     const uint64_t current = generation_.load(std::memory_order_relaxed);
     while (static_cast<int64_t>(workers_.size()) < parts - 1)
       workers_.emplace_back([this, current] { work(current); });
     part_ = &part;
     done_.store(0, std::memory_order_relaxed);
     const uint64_t number = ++jobs_;
-    state_.store(number << 32 | static_cast<uint64_t>(parts) << 16, std::memory_order_release);
+    claims_.post(number, parts);
     {
       std::lock_guard<std::mutex> lock(sleep_);  // a worker between its check and its wait
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    for (int64_t j; (j = claim(number)) >= 0; done_.fetch_add(1, std::memory_order_acq_rel))
+    for (int64_t j; (j = claims_.claim(number)) >= 0; done_.fetch_add(1, std::memory_order_acq_rel))
       part(j);
     while (done_.load(std::memory_order_acquire) < parts) _mm_pause();
     return true;
   }
 
  private:
-  static constexpr int64_t kMaxParts = 0xffff;
-
-  // The next part of job `number`, or -1 when that job is over or has no part left.
-  int64_t claim(uint64_t number) {
-    uint64_t s = state_.load(std::memory_order_acquire);
-    for (;;) {
-      const auto next = static_cast<int64_t>(s & 0xffff),
-                 parts = static_cast<int64_t>((s >> 16) & 0xffff);
-      if (s >> 32 != number || next >= parts) return -1;
-      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return next;
-    }
-  }
-
   void work(uint64_t seen) {
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kSpin;
@@ -85,8 +71,9 @@ class PartPool {
       seen = now;
       if (stop_) return;
       // The job posted now (a later one than the wake-up's, if this worker slept through one).
-      const uint64_t number = state_.load(std::memory_order_acquire) >> 32;
-      for (int64_t j; (j = claim(number)) >= 0; done_.fetch_add(1, std::memory_order_acq_rel))
+      const uint64_t number = claims_.posted();
+      for (int64_t j; (j = claims_.claim(number)) >= 0;
+           done_.fetch_add(1, std::memory_order_acq_rel))
         (*part_)(j);  // the job cannot end before this part is done
     }
   }
@@ -94,10 +81,10 @@ class PartPool {
   std::mutex submit_;  // one job at a time
   std::vector<std::thread> workers_;
   uint64_t jobs_ = 0;  // written under submit_
-  // The job: written before state_ posts it, read by a thread that has claimed one of its parts.
+  // The job: written before claims_ posts it, read by a thread that has claimed one of its parts.
   const std::function<void(int64_t)>* part_ = nullptr;
   std::atomic<int64_t> done_{0};
-  std::atomic<uint64_t> state_{0};
+  PartClaims claims_;
   std::atomic<uint64_t> generation_{0};  // moves on with each job, and to stop: wakes the workers
   std::mutex sleep_;
   std::condition_variable wake_;
