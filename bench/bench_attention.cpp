@@ -303,7 +303,9 @@ void fma_peak_case(benchmark::State& state) {
 // quantized inside the timed loop, as a decoder step would).
 void linear_case(benchmark::State& state, bool int8, int64_t m, int64_t k, int64_t n) {
   auto w = at::randn({n, k}) * 0.1, x = at::randn({m, k}), y = at::empty({m, n});
-  const auto floats = kernels::packed::Panels<float>::transposed(w.data_ptr<float>(), n, k, k);
+  const auto floats = kernels::packed::Panels<float>::transposed(  // as kernels::PackedLinear packs
+      w.data_ptr<float>(), n, k, k,
+      {/*scale=*/1, /*parts=*/1, kernels::cpu_isa(), /*streamed=*/true});
   const auto bytes = kernels::int8::Panels::quantize(w.data_ptr<float>(), n, k, k);
   for (auto _ : state) {
     if (int8)
@@ -335,7 +337,9 @@ void step_products_case(benchmark::State& state, int64_t m) {
   double flops = 0;
   for (auto [out, in] : shapes) {
     auto w = at::randn({out, in}) * 0.1;
-    panels.push_back(kernels::packed::Panels<float>::transposed(w.data_ptr<float>(), out, in, in));
+    panels.push_back(kernels::packed::Panels<float>::transposed(  // as kernels::PackedLinear packs
+        w.data_ptr<float>(), out, in, in,
+        {/*scale=*/1, /*parts=*/1, kernels::cpu_isa(), /*streamed=*/true}));
     flops += 2.0 * m * out * in;
   }
   auto x = at::randn({m, F}), y = at::empty({m, V});

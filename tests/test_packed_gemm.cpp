@@ -249,6 +249,42 @@ TEST(PackedGemm, DecoderShapes) {
   check<float>(32, 256, 768, false, false, cpu_isa());
 }
 
+// Streamed panels (PackOptions::streamed: a model's weights in decoding) prefetch the next panel
+// as a panel's first row block reads it; nothing else changes, so every product gives the same
+// bits as the same panels not streamed: wide rows, every partial row block, several row blocks
+// (kRowBlock) and column blocks (AVX2's 256 columns), sums past kDepth, the right edge, a bias,
+// accumulating, and a column range whose last panel is not the matrix's.
+TEST(PackedGemm, StreamedPanelsGiveTheSameBits) {
+  at::manual_seed(15);
+  for (Isa isa : supported_isas())
+    for (int64_t m : {1, 3, 5, 8, 13, 100, 203})
+      for (int64_t n : {70, 300})
+        for (int64_t k : {7, 300}) {
+          SCOPED_TRACE(::testing::Message()
+                       << to_string(isa) << " m " << m << " n " << n << " k " << k);
+          auto x = at::randn({m, k}), w = at::randn({n, k}), bias = at::randn({n});
+          auto y0 = at::randn({m, n});
+          const float* wp = w.data_ptr<float>();
+          const auto kept = Panels<float>::transposed(wp, n, k, k, {1, 1, isa});
+          const auto streamed = Panels<float>::transposed(wp, n, k, k, {1, 1, isa, true});
+          for (bool accumulate : {false, true}) {
+            auto a = y0.clone(), b = y0.clone();
+            kept.multiply(x.data_ptr<float>(), m, k, a.data_ptr<float>(), n, accumulate, 1,
+                          bias.data_ptr<float>());
+            streamed.multiply(x.data_ptr<float>(), m, k, b.data_ptr<float>(), n, accumulate, 1,
+                              bias.data_ptr<float>());
+            EXPECT_TRUE(at::equal(a, b)) << "accumulate " << accumulate;
+          }
+          const int64_t col = kept.width(), cols = n - 2 * col;  // panels 1 .. before the last
+          auto e = at::zeros({m, cols}), f = at::zeros({m, cols});
+          kept.multiply_block(x.data_ptr<float>(), m, k, e.data_ptr<float>(), cols, false, 1, 0, k,
+                              col, col + cols);
+          streamed.multiply_block(x.data_ptr<float>(), m, k, f.data_ptr<float>(), cols, false, 1, 0,
+                                  k, col, col + cols);
+          EXPECT_TRUE(at::equal(e, f)) << "columns " << col << " to " << col + cols;
+        }
+}
+
 // A kernel gives each thread every P-th row; the rows must come out bit-identical to the
 // product of all rows at once, or results would depend on the thread count.
 TEST(PackedGemm, RowSplitIsBitIdentical) {

@@ -24,12 +24,14 @@ constexpr int64_t kColumnBlock2 = 256;
 // so a product split along k continues each element's one chain of FMAs in ascending k.
 // Otherwise they start from `start` (a bias row, the same for every row), or from zero when it
 // is null: the sums a copy of the bias into c followed by accumulating would give, without the
-// copy.
-template <int R>
+// copy. With Prefetch, row k of `next` (laid out as b) is prefetched as row k of b is read
+// (PackOptions::streamed); the sums are the same.
+template <int R, bool Prefetch>
 __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda, int64_t ks,
                                                     const float* b, int64_t ldb, int64_t K,
                                                     float* c, int64_t ldc, bool accumulate,
-                                                    int64_t cols, const float* start) {
+                                                    int64_t cols, const float* start,
+                                                    const float* next) {
   __m256 lo[R], hi[R];
   alignas(32) float row[16];
   __m256 start_lo = _mm256_setzero_ps(), start_hi = _mm256_setzero_ps();
@@ -56,6 +58,8 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda,
     }
   }
   for (int64_t k = 0; k < K; ++k) {
+    if constexpr (Prefetch)
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb), _MM_HINT_T0);
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
@@ -78,12 +82,13 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* a, int64_t lda,
   }
 }
 
-// The same with zmm registers on panels of 32.
-template <int R>
+// The same with zmm registers on panels of 32 (a panel row is two cache lines).
+template <int R, bool Prefetch>
 __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda, int64_t ks,
                                                      const float* b, int64_t ldb, int64_t K,
                                                      float* c, int64_t ldc, bool accumulate,
-                                                     int64_t cols, const float* start) {
+                                                     int64_t cols, const float* start,
+                                                     const float* next) {
   const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xffff : (1u << cols) - 1),
                   mhi = static_cast<__mmask16>(cols >= 32  ? 0xffff
                                                : cols > 16 ? (1u << (cols - 16)) - 1
@@ -97,6 +102,10 @@ __attribute__((target("avx512f"))) void block_avx512(const float* a, int64_t lda
     hi[i] = accumulate ? _mm512_maskz_loadu_ps(mhi, c + i * ldc + 16) : start_hi;
   }
   for (int64_t k = 0; k < K; ++k) {
+    if constexpr (Prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb + 16), _MM_HINT_T0);
+    }
     const __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
@@ -192,13 +201,25 @@ constexpr Wide kWideAvx512[kWideRows + 1] = {
     {nullptr, 0}, {wide_avx512<1, 4>, 4}, {wide_avx512<2, 4>, 4}, {wide_avx512<3, 2>, 2}};
 
 using BlockFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
-                         int64_t, bool, int64_t, const float*);
-constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,           block_avx2<1>, block_avx2<2>,
-                                       block_avx2<3>,     block_avx2<4>, block_avx2<5>,
-                                       block_avx2<kRows2>};
-constexpr BlockFn kAvx512[kRows512 + 1] = {
-    nullptr,         block_avx512<1>, block_avx512<2>, block_avx512<3>,       block_avx512<4>,
-    block_avx512<5>, block_avx512<6>, block_avx512<7>, block_avx512<kRows512>};
+                         int64_t, bool, int64_t, const float*, const float*);
+template <bool Prefetch>
+constexpr BlockFn kAvx2[kRows2 + 1] = {nullptr,
+                                       block_avx2<1, Prefetch>,
+                                       block_avx2<2, Prefetch>,
+                                       block_avx2<3, Prefetch>,
+                                       block_avx2<4, Prefetch>,
+                                       block_avx2<5, Prefetch>,
+                                       block_avx2<kRows2, Prefetch>};
+template <bool Prefetch>
+constexpr BlockFn kAvx512[kRows512 + 1] = {nullptr,
+                                           block_avx512<1, Prefetch>,
+                                           block_avx512<2, Prefetch>,
+                                           block_avx512<3, Prefetch>,
+                                           block_avx512<4, Prefetch>,
+                                           block_avx512<5, Prefetch>,
+                                           block_avx512<6, Prefetch>,
+                                           block_avx512<7, Prefetch>,
+                                           block_avx512<kRows512, Prefetch>};
 
 // dst[r * ldd + c] = scale * src[c * lds + r] for r, c < 8: an 8 x 8 block of W transposed into
 // a panel (unpack, shuffle and lane permutes; the scale is the same float multiply as the scalar
@@ -275,6 +296,7 @@ template <typename T>
 template <typename Fill>
 Panels<T> Panels<T>::pack(int64_t k, int64_t n, const PackOptions& options, const Fill& fill) {
   Panels out(k, n, options.isa);
+  out.streamed_ = options.streamed;
   const int64_t panels = (n + out.width_ - 1) / out.width_;
   const T scale = static_cast<T>(options.scale);
   for_each_row_part(std::min(options.parts, std::max<int64_t>(panels, 1)), [&](RowPart part) {
@@ -320,6 +342,7 @@ Panels<T> Panels<T>::plain(const T* b, int64_t k, int64_t n, int64_t ldb,
   // order took 1.1-1.7 ns an element against 0.5-0.8 row by row (768 x 256 and 768 x 1024, two
   // threads). The same floats land in the same places, so no product changes.
   Panels out(k, n, options.isa);
+  out.streamed_ = options.streamed;
   const int64_t W = out.width_, panels = (n + W - 1) / W;
   const T scale = static_cast<T>(options.scale);
   T* data = out.data_.get();
@@ -351,6 +374,7 @@ Panels<T> Panels<T>::in_place(const T* b, int64_t k, int64_t n, int64_t ldb,
   out.base_ = b;
   out.ldb_ = ldb;
   out.panel_stride_ = width;  // panel p: columns p width .. of B's rows
+  out.streamed_ = options.streamed;
   return out;
 }
 
@@ -384,7 +408,12 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
   if constexpr (std::is_same_v<T, float>) {
     if (isa_ != Isa::Scalar) {
       const int rows = isa_ == Isa::Avx512 ? kRows512 : kRows2;
-      const BlockFn* blocks = isa_ == Isa::Avx512 ? kAvx512 : kAvx2;
+      const BlockFn* blocks = isa_ == Isa::Avx512 ? kAvx512<false> : kAvx2<false>;
+      // Streamed panels (PackOptions::streamed): a panel's first row block prefetches the next
+      // panel's slice, if the row block has more rows than one block takes.
+      const BlockFn* leading = !streamed_            ? blocks
+                               : isa_ == Isa::Avx512 ? kAvx512<true>
+                                                     : kAvx2<true>;
       int64_t p0 = 0;  // the first panel left to the blocks
       if (m <= kWideRows) {
         const Wide wide = (isa_ == Isa::Avx512 ? kWideAvx512 : kWideAvx2)[m];
@@ -415,12 +444,15 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
             const int64_t depth = std::min(kDepth, K - k0);
             for (int64_t p = g0; p < g1; ++p) {
               const float* b = first + p * panel_stride_ + k0 * ldb_;
+              const float* next = p + 1 < g1 && i1 - i0 > rows ? b + panel_stride_ : nullptr;
               const int64_t cols = std::min(width_, N - p * width_);
-              for (int64_t i = i0; i < i1; i += rows)
-                blocks[std::min<int64_t>(rows, i1 - i)](x + i * ldx + k0 * kstride, ldx, kstride, b,
-                                                        ldb_, depth, y + i * ldy + p * width_, ldy,
-                                                        accumulate || k0 > 0, cols,
-                                                        bias ? bias + p * width_ : nullptr);
+              for (int64_t i = i0; i < i1; i += rows) {
+                const int64_t r = i1 - i < rows ? i1 - i : rows;
+                const BlockFn block = (i == i0 && next ? leading : blocks)[r];
+                block(x + i * ldx + k0 * kstride, ldx, kstride, b, ldb_, depth,
+                      y + i * ldy + p * width_, ldy, accumulate || k0 > 0, cols,
+                      bias ? bias + p * width_ : nullptr, next);
+              }
             }
           }
         }

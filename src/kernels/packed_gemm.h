@@ -35,6 +35,21 @@ struct PackOptions {
   double scale = 1;
   int64_t parts = 1;
   Isa isa = cpu_isa();
+  // The panels are kept and multiplied call after call with other work between the calls (a
+  // model's weights in decoding: a Transformer step's 19 products stream 13.6 MB of them), so
+  // they come from L3, not from the L2 that packing or the previous call left them in. Then the
+  // first row block of each panel prefetches the next panel's slice into L1 as it goes (when the
+  // row block has more than one block of rows: at M = 8 fetching two panels at once ran 2-5 %
+  // slower). On one core of an AMD EPYC Zen 5, against the same build without it, a decoder
+  // step's products in a row (`StepProducts/<M>`) ran 194/194 against 170/177 GFLOP/s at M = 32,
+  // 199/200 against 186/186 at 64 and 197/200 against 193/189 at 160 (in a quieter spell of the
+  // VM, the build without it at 195-210: 1-5 % at 64 and 160); on its AVX2 blocks
+  // (ATTNKIT_ISA=avx2) 79-83 against 60-72 at M = 8, 93-98 against 80-82 at 32, 103 against 92-93
+  // at 64, 104-105 against 99-101 at 160. Beam 5 at batch 32 translated 2.4-7.2 % more sentences a
+  // second in 5 of 5 alternated pairs (two batches at once), the same translations byte for byte.
+  // Training's products, whose weights were packed just before, ran 1-5 % slower with it
+  // (Forward/*, Backward/*): they do not stream.
+  bool streamed = false;
 };
 
 // op(B) [K, N] stored as column panels of width() (zero-padded at the right edge), each panel
@@ -116,6 +131,7 @@ class Panels {
   // base_ + p * panel_stride_ + k * ldb_ + j.
   const T* base_ = nullptr;
   int64_t ldb_ = 16, panel_stride_ = 0;
+  bool streamed_ = false;  // PackOptions::streamed
 };
 
 extern template class Panels<float>;

@@ -46,7 +46,9 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, Com
   if (type == ComputeType::Int8)
     impl->bytes = int8::Panels::quantize(w, weight.size(0), weight.size(1), weight.stride(0));
   else
-    impl->panels = Panels<float>::transposed(w, weight.size(0), weight.size(1), weight.stride(0));
+    impl->panels =
+        Panels<float>::transposed(w, weight.size(0), weight.size(1), weight.stride(0),
+                                  {/*scale=*/1, /*parts=*/1, cpu_isa(), /*streamed=*/true});
   impl_ = std::move(impl);
 }
 
