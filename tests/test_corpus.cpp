@@ -111,7 +111,7 @@ TEST(Gettext, PoReaderHandlesContextsPluralsContinuationsEscapesAndFuzzy) {
   EXPECT_EQ(pairs[0].target, "打开文件 %s");
   EXPECT_EQ(pairs[1].source, "Save");  // mnemonics removed on both sides
   EXPECT_EQ(pairs[1].target, "保存");
-  EXPECT_EQ(pairs[2].source, "%d file");
+  EXPECT_EQ(pairs[2].source, "%d files");  // one form (nplurals=1): it translates the plural
   EXPECT_EQ(pairs[2].target, "%d 个文件");
   EXPECT_EQ(pairs[4].source, "Quote \"this\" and tab");  // whitespace squeezed
   EXPECT_EQ(pairs[5].target, "将 %2$s 复制为 %1$s");     // reordered positional placeholders

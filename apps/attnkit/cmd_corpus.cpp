@@ -15,6 +15,7 @@
 #include "attnkit/po/protect.h"
 #include "checks.h"
 #include "commands.h"
+#include "corpus_commands.h"
 
 namespace attnkit::cli {
 namespace fs = std::filesystem;
@@ -281,6 +282,9 @@ Command add_corpus_command(CLI::App& parent) {
   synthetic->add_option("--seed", a->seed)->capture_default_str();
   synthetic->add_option("--out", a->out)->required();
 
+  auto run_debian = std::make_shared<std::function<int()>>();
+  auto* debian = add_corpus_debian_command(app, *run_debian);
+
   auto* spm = app->add_subcommand("spm", "Train a SentencePiece model on one side of a TSV");
   spm->add_option("input", a->input)->required();
   spm->add_option("--side", a->side, "source | target")->capture_default_str();
@@ -290,6 +294,7 @@ Command add_corpus_command(CLI::App& parent) {
 
   return {app, [=] {
             if (gettext->parsed()) return run_gettext(*a);
+            if (debian->parsed()) return (*run_debian)();
             if (prepare->parsed()) return run_prepare(*a);
             if (stats->parsed()) return run_stats(*a);
             if (synthetic->parsed()) return run_synthetic(*a);

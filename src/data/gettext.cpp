@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../po/charset.h"
 #include "attnkit/core/error.h"
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
@@ -111,6 +112,21 @@ std::vector<CatalogEntry> read_mo(const std::string& path) {
     e.msgstr = split_nul(string_at(translations, i));
     entries.push_back(std::move(e));
   }
+  // The header's charset: msgfmt keeps a catalog's bytes as its .po had them (ISO-8859-1, GBK).
+  std::string charset;
+  for (const auto& e : entries)
+    if (e.msgid.empty() && e.context.empty() && !e.msgstr.empty()) {
+      const auto at = e.msgstr[0].find("charset=");
+      if (at != std::string::npos)
+        charset = e.msgstr[0].substr(at + 8, e.msgstr[0].find_first_of(" ;\n", at + 8) - at - 8);
+    }
+  if (!charset.empty() && charset != "CHARSET" && !po::is_utf8(charset))
+    for (auto& e : entries) {
+      e.context = po::to_utf8(e.context, charset, path);
+      e.msgid = po::to_utf8(e.msgid, charset, path);
+      e.msgid_plural = po::to_utf8(e.msgid_plural, charset, path);
+      for (auto& m : e.msgstr) m = po::to_utf8(m, charset, path);
+    }
   return entries;
 }
 
@@ -130,8 +146,48 @@ std::vector<CatalogEntry> read_po(const std::string& path) {
   return entries;
 }
 
+int header_nplurals(const std::vector<CatalogEntry>& entries) {
+  for (const auto& e : entries) {
+    if (!e.msgid.empty() || !e.context.empty() || e.msgstr.empty()) continue;
+    const auto& header = e.msgstr[0];
+    const auto at = header.find("nplurals=");
+    if (at == std::string::npos) return 0;
+    int n = 0;
+    for (size_t i = at + 9;
+         i < header.size() && std::isdigit(static_cast<unsigned char>(header[i])); ++i)
+      n = std::min(n * 10 + (header[i] - '0'), 1000);
+    return n;
+  }
+  return 0;
+}
+
 std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, GettextReport& r) {
+  const int nplurals = header_nplurals(entries);
   std::vector<Pair> pairs;
+  // One English message and its translation, through the filters.
+  auto consider = [&](const std::string& msgid, const std::string& msgstr) {
+    std::string source = text::squeeze_spaces(msgid), target = text::squeeze_spaces(msgstr);
+    if (!text::valid_utf8(source) || !text::valid_utf8(target)) {
+      ++r.unreadable;
+      return;
+    }
+    const size_t before = source.size();
+    strip_mnemonics(source, target);
+    if (sorted_placeholders(source) != sorted_placeholders(target)) {
+      ++r.placeholder_mismatch;
+      return;
+    }
+    if (source.empty() || target.empty()) {
+      ++r.untranslated;
+      return;
+    }
+    if (source == target) {
+      ++r.identical;
+      return;
+    }
+    r.mnemonics += source.size() != before;
+    pairs.push_back({std::move(source), std::move(target)});
+  };
   for (const auto& e : entries) {
     if (e.msgid.empty()) continue;  // the header
     ++r.entries;
@@ -143,29 +199,18 @@ std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries, G
       ++r.untranslated;
       continue;
     }
-    if (!e.msgid_plural.empty()) ++r.plural;
     if (!e.context.empty()) ++r.context;
-    std::string source = text::squeeze_spaces(e.msgid), target = text::squeeze_spaces(e.msgstr[0]);
-    if (!text::valid_utf8(source) || !text::valid_utf8(target)) {
-      ++r.unreadable;
+    if (e.msgid_plural.empty()) {
+      consider(e.msgid, e.msgstr[0]);
       continue;
     }
-    const size_t before = source.size();
-    strip_mnemonics(source, target);
-    if (sorted_placeholders(source) != sorted_placeholders(target)) {
-      ++r.placeholder_mismatch;
+    ++r.plural;
+    if (nplurals == 1) {  // one form for every number: it translates the plural
+      consider(e.msgid_plural, e.msgstr[0]);
       continue;
     }
-    if (source.empty() || target.empty()) {
-      ++r.untranslated;
-      continue;
-    }
-    if (source == target) {
-      ++r.identical;
-      continue;
-    }
-    r.mnemonics += source.size() != before;
-    pairs.push_back({std::move(source), std::move(target)});
+    consider(e.msgid, e.msgstr[0]);
+    if (e.msgstr.size() > 1 && !e.msgstr[1].empty()) consider(e.msgid_plural, e.msgstr[1]);
   }
   r.pairs += pairs.size();
   return pairs;

@@ -30,13 +30,18 @@ struct GettextReport {
   std::vector<std::string> problems;
 };
 
-// One English -> translation pair per message. Plural entries give (msgid, msgstr[0]);
-// contexts are dropped (the message text is kept); untranslated, fuzzy and identical (copied
-// through untranslated) entries are skipped;
+// One English -> translation pair per message. A plural entry gives (msgid, msgstr[0]) and
+// (msgid_plural, msgstr[1]); in a language of one form (the header's nplurals=1, as zh and ja)
+// its one msgstr translates the plural, and gives (msgid_plural, msgstr[0]). Contexts are
+// dropped (the message text is kept); untranslated, fuzzy and identical (copied through
+// untranslated) entries are skipped;
 // a pair whose placeholders (%s, %1$d, {name}) differ between the sides is skipped; mnemonic
 // markers (_File / "文件(_F)") are removed from both sides. All skips are counted.
 std::vector<Pair> pairs_from_catalog(const std::vector<CatalogEntry>& entries,
                                      GettextReport& report);
+
+// The header's nplurals (its Plural-Forms), 0 when it has none.
+int header_nplurals(const std::vector<CatalogEntry>& entries);
 
 // Every <root>/<lang>/LC_MESSAGES/*.mo and every *.po under <root> whose name or folder names
 // `lang`, for each root, in sorted order (deterministic).
