@@ -68,6 +68,13 @@ TEST(Tokenizer, SentencePieceTrainsEncodesAndDecodes) {
   EXPECT_GT(pieces.size(), 3u);
   EXPECT_NE(std::find(pieces.begin(), pieces.end(), "%s"), pieces.end()) << "placeholder split";
   EXPECT_EQ(spm->detokenize(pieces), "the file was copied to %s");
+  // Many texts per round trip to the helper give each text's own pieces, empty ones included.
+  std::vector<std::string> texts;
+  for (int i = 0; i < 2500; ++i)
+    texts.push_back(i % 7 == 0 ? "" : "file " + std::to_string(i) + (i % 3 ? " was copied" : "\n"));
+  const auto all = spm->tokenize_all(texts);
+  ASSERT_EQ(all.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(all[i], spm->tokenize(texts[i])) << i;
   EXPECT_THROW(make_tokenizer("spm:/no/such.model"), Error);
 }
 

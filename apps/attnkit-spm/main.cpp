@@ -6,7 +6,8 @@
 // small helper over pipes. Protocol (one request a line, one reply a line, fields separated
 // by \x1f):
 //   attnkit-spm train ARGS...        SentencePieceTrainer::Train(ARGS); exit status 0 on success
-//   attnkit-spm serve MODEL          then: "E<text>" -> pieces,  "D<piece>\x1f<piece>..." -> text
+//   attnkit-spm serve MODEL          then: "E<text>" -> pieces,  "D<piece>\x1f<piece>..." -> text,
+//                                    "B<text>\x1e<text>..." -> each text's pieces, \x1e between
 //                                    a reply starting with \x15 is an error message
 
 #include <sentencepiece_processor.h>
@@ -20,6 +21,7 @@
 namespace {
 constexpr char kSep = '\x1f';
 constexpr char kError = '\x15';
+constexpr char kRecord = '\x1e';
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -63,6 +65,23 @@ int main(int argc, char** argv) {
             reply += (i ? std::string(1, kSep) : "") + pieces[i];
         } else {
           reply = std::string(1, kError) + "encode failed";
+        }
+      } else if (line[0] == 'B') {
+        size_t start = 1;
+        std::vector<std::string> pieces;
+        for (bool first = true;; first = false) {
+          const auto end = line.find(kRecord, start);
+          const std::string text =
+              line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+          if (!first) reply += kRecord;
+          if (!sp.Encode(text, &pieces).ok()) {
+            reply = std::string(1, kError) + "encode failed";
+            break;
+          }
+          for (size_t i = 0; i < pieces.size(); ++i)
+            reply += (i ? std::string(1, kSep) : "") + pieces[i];
+          if (end == std::string::npos) break;
+          start = end + 1;
         }
       } else if (line[0] == 'D') {
         std::string text;

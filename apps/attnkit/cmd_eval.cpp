@@ -70,11 +70,13 @@ int run_eval(const EvalArgs& a) {
     Scored s;
     s.translations = translator.translate(sources, a.search, 32, /*parallel_batches=*/0);
     for (const auto& t : s.translations) s.hyps.push_back(t.text);
-    return std::make_pair(std::move(s), translator.config().target_tokenizer);
+    return std::make_pair(std::move(s),
+                          eval::bleu_tokenizer_for(translator.config().target_lang,
+                                                   translator.config().target_tokenizer));
   };
-  auto [main, target_tok] = score_model(a.model);
+  auto [main, auto_tokenizer] = score_model(a.model);
   eval::BleuOptions bo;
-  bo.tokenize = a.tokenize == "auto" ? (target_tok == "zh" ? "zh" : "13a") : a.tokenize;
+  bo.tokenize = a.tokenize == "auto" ? auto_tokenizer : a.tokenize;
   const auto bleu = eval::corpus_bleu(main.hyps, {refs}, bo);
   std::printf("%s\n", bleu.format().c_str());
   std::printf("chrF2 = %.2f\n", eval::corpus_chrf(main.hyps, refs));

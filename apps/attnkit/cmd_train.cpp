@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
+#include "attnkit/eval/metrics.h"
 #include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/launcher.h"
 #include "attnkit/train/trainer.h"
@@ -32,6 +34,7 @@ struct TrainArgs {
   std::string source_tokenizer = "en-lower", target_tokenizer = "zh";
   std::string source_lang, target_lang;
   int spm_vocab = 4000;
+  size_t spm_sample = 300000;  // sentences a SentencePiece model is trained on, at most
   size_t min_freq = 1, max_vocab = 0, max_len = 50;
   bool reverse = false, strict = false;
   std::string arch = "rnn";
@@ -64,17 +67,37 @@ int spawn_workers(const TrainArgs& a, const std::vector<std::string>& command_li
   return 1;
 }
 
-std::string bleu_tokenizer_for(const std::string& spec) { return spec == "zh" ? "zh" : "13a"; }
+// At most `limit` sentences of one side (or both), a fixed sample: a corpus of a million pairs
+// teaches SentencePiece no more than a few hundred thousand, at several times the time.
+std::vector<std::string> spm_sentences(const std::vector<data::Pair>& pairs, bool source,
+                                       bool target, size_t limit) {
+  std::vector<size_t> order(pairs.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (order.size() > limit) {
+    data::deterministic_shuffle(order, /*seed=*/17);
+    order.resize(limit);
+    std::sort(order.begin(), order.end());
+  }
+  std::vector<std::string> sentences;
+  for (size_t i : order) {
+    if (source) sentences.push_back(pairs[i].source);
+    if (target) sentences.push_back(pairs[i].target);
+  }
+  return sentences;
+}
 
-// "spm" means: train a SentencePiece model on this side of the training data.
+// "spm" means: train a SentencePiece model on this side of the training data (on both, into one
+// model, with --share-vocab when both sides ask for it).
 std::string resolve_tokenizer(const std::string& spec, const std::vector<data::Pair>& pairs,
                               bool source, const TrainArgs& a) {
-  const std::string name = source ? "source" : "target";
+  const bool shared = a.share_vocab && a.source_tokenizer == "spm" && a.target_tokenizer == "spm";
+  const std::string name = shared ? "shared" : source ? "source" : "target";
   if (spec == "spm") {
-    std::vector<std::string> sentences;
-    for (const auto& p : pairs) sentences.push_back(source ? p.source : p.target);
     const auto prefix = (fs::path(a.options.model_dir) / (name + ".spm")).string();
-    data::train_sentencepiece(sentences, prefix, a.spm_vocab);
+    if (!shared || source)  // the shared model is trained once, for the source side
+      data::train_sentencepiece(
+          spm_sentences(pairs, source || shared, !source || shared, a.spm_sample), prefix,
+          a.spm_vocab);
     return "spm:" + name + ".spm.model";
   }
   if (spec.rfind("spm:", 0) == 0) {  // keep the model inside the model directory
@@ -88,12 +111,28 @@ std::string resolve_tokenizer(const std::string& spec, const std::vector<data::P
   return spec;
 }
 
-std::vector<train::Example> encode(const std::vector<data::Pair>& pairs, const data::Tokenizer& st,
-                                   const data::Tokenizer& tt, const data::Vocab& sv,
+// Both sides of a corpus, tokenized once (a helper-process tokenizer in batches).
+struct Tokenized {
+  std::vector<std::vector<std::string>> source, target;
+};
+
+Tokenized tokenize_pairs(const std::vector<data::Pair>& pairs, const data::Tokenizer& st,
+                         const data::Tokenizer& tt) {
+  std::vector<std::string> sources, targets;
+  sources.reserve(pairs.size());
+  targets.reserve(pairs.size());
+  for (const auto& p : pairs) {
+    sources.push_back(p.source);
+    targets.push_back(p.target);
+  }
+  return {st.tokenize_all(sources), tt.tokenize_all(targets)};
+}
+
+std::vector<train::Example> encode(const Tokenized& tokens, const data::Vocab& sv,
                                    const data::Vocab& tv, size_t max_len, size_t* dropped) {
   std::vector<train::Example> out;
-  for (const auto& p : pairs) {
-    auto s = sv.encode(st.tokenize(p.source)), t = tv.encode(tt.tokenize(p.target));
+  for (size_t i = 0; i < tokens.source.size(); ++i) {
+    auto s = sv.encode(tokens.source[i]), t = tv.encode(tokens.target[i]);
     if (s.empty() || t.empty() || s.size() > max_len || t.size() > max_len) {
       if (dropped) ++*dropped;
       continue;
@@ -179,11 +218,13 @@ seq2seq::Seq2SeqOptions model_options(const TrainArgs& a, int64_t source_vocab,
       .self_attention_heads(a.heads);
 }
 
-// The model directory's config and vocabularies, with the tokenizers they name.
+// The model directory's config and vocabularies, with the tokenizers they name, and the
+// training pairs' tokens.
 struct Prepared {
   seq2seq::ModelConfig config;
   data::Vocab source_vocab, target_vocab;
   std::unique_ptr<data::Tokenizer> source_tokenizer, target_tokenizer;
+  Tokenized train_tokens;
 };
 
 // A new run writes config.json and the vocabularies (rank 0 first: the other ranks then read what
@@ -205,14 +246,13 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
     p.config.source_tokenizer = resolve_tokenizer(a.source_tokenizer, train_pairs, true, a);
     p.config.target_tokenizer = resolve_tokenizer(a.target_tokenizer, train_pairs, false, a);
   }
+  p.config.dir = dir;
   p.source_tokenizer = data::make_tokenizer(p.config.source_tokenizer, dir);
   p.target_tokenizer = data::make_tokenizer(p.config.target_tokenizer, dir);
+  p.train_tokens = tokenize_pairs(train_pairs, *p.source_tokenizer, *p.target_tokenizer);
   if (prepare_here) {
-    std::vector<std::vector<std::string>> src, tgt;
-    for (const auto& pair : train_pairs) {
-      src.push_back(p.source_tokenizer->tokenize(pair.source));
-      tgt.push_back(p.target_tokenizer->tokenize(pair.target));
-    }
+    const auto& src = p.train_tokens.source;
+    const auto& tgt = p.train_tokens.target;
     if (a.share_vocab) {  // one vocabulary for both sides, for shared embeddings
       auto both = src;
       both.insert(both.end(), tgt.begin(), tgt.end());
@@ -239,10 +279,9 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
 
 train::TrainData encode_data(const Corpora& c, const Prepared& p, size_t max_len, size_t* dropped) {
   train::TrainData data;
-  data.train = encode(c.train, *p.source_tokenizer, *p.target_tokenizer, p.source_vocab,
-                      p.target_vocab, max_len, dropped);
-  data.valid = encode(c.valid, *p.source_tokenizer, *p.target_tokenizer, p.source_vocab,
-                      p.target_vocab, max_len, nullptr);
+  data.train = encode(p.train_tokens, p.source_vocab, p.target_vocab, max_len, dropped);
+  data.valid = encode(tokenize_pairs(c.valid, *p.source_tokenizer, *p.target_tokenizer),
+                      p.source_vocab, p.target_vocab, max_len, nullptr);
   for (const auto& pair : c.valid) {
     data.valid_sources.push_back(pair.source);
     data.valid_references.push_back(pair.target);
@@ -311,10 +350,12 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
 
   const auto corpora = read_corpora(a, main_rank);
   fs::create_directories(o.model_dir);
-  const auto prepared = prepare_model_dir(a, corpora.train, dist.get());
+  auto prepared = prepare_model_dir(a, corpora.train, dist.get());
   size_t dropped = 0;
   const auto data = encode_data(corpora, prepared, a.max_len, &dropped);
-  o.bleu_tokenize = bleu_tokenizer_for(prepared.config.target_tokenizer);
+  prepared.train_tokens = {};  // the ids are what training reads
+  o.bleu_tokenize =
+      eval::bleu_tokenizer_for(prepared.config.target_lang, prepared.config.target_tokenizer);
   // The architecture's default schedule; from config.json, so that a resumed run keeps it.
   const bool transformer = prepared.config.arch == seq2seq::Arch::Transformer;
   o.warmup_steps = a.warmup_steps >= 0 ? a.warmup_steps : (transformer ? 1000 : 0);
@@ -336,6 +377,61 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
             << static_cast<int>(result.target_tokens_per_second) << " target tokens/s training)\n"
             << "best valid BLEU " << result.best_valid_bleu << ", model in " << o.model_dir << "\n";
   return 0;
+}
+
+// The recipes for a corpus of Debian's archive (a few hundred thousand to a million pairs) on
+// a 2-core machine. Subwords on both sides (SentencePiece, 8,000 pieces each: the output layer
+// is most of a step's work, and a vocabulary of words leaves the held-out packages' new words
+// unknown), validation every 2,000 steps (an epoch is 20 to 60 minutes), the plateau's decay
+// after two rounds without a better BLEU, a stop after six.
+const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>&
+presets() {
+  static const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
+      kPresets = {
+          {"archive-rnn",
+           {{"--arch", "rnn"},
+            {"--source-tokenizer", "spm"},
+            {"--target-tokenizer", "spm"},
+            {"--spm-vocab", "8000"},
+            {"--embed", "256"},
+            {"--hidden", "256"},
+            {"--batch-size", "64"},
+            {"--valid-every", "2000"},
+            {"--lr-patience", "2"},
+            {"--early-stop", "6"},
+            {"--max-len", "50"}}},
+          {"archive-transformer",
+           {{"--arch", "transformer"},
+            {"--source-tokenizer", "spm"},
+            {"--target-tokenizer", "spm"},
+            {"--spm-vocab", "8000"},
+            {"--batch-tokens", "4096"},
+            {"--warmup-steps", "2000"},
+            {"--valid-every", "2000"},
+            {"--lr-patience", "2"},
+            {"--early-stop", "6"},
+            {"--max-len", "50"}}},
+      };
+  return kPresets;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, options] : presets()) names.push_back(name);
+  return names;
+}
+
+// Gives each of the preset's options its value, unless the command line gave it one.
+void apply_preset(CLI::App& app, const std::string& name) {
+  for (const auto& [preset, options] : presets()) {
+    if (preset != name) continue;
+    for (const auto& [flag, value] : options) {
+      CLI::Option* option = app.get_option(flag);
+      if (option->count() > 0) continue;
+      option->add_result(value);
+      option->run_callback();
+    }
+  }
 }
 
 }  // namespace
@@ -360,6 +456,11 @@ Command add_train_command(CLI::App& parent) {
                   "The target language (e.g. zh_CN): `po translate` refuses catalogs in another");
   app->add_option("--spm-vocab", a->spm_vocab, "SentencePiece vocabulary size for 'spm'")
       ->check(checks::at_least(8))
+      ->capture_default_str();
+  app->add_option("--spm-sample", a->spm_sample,
+                  "Train SentencePiece on at most this many sentences (a fixed sample of the "
+                  "training data)")
+      ->check(checks::at_least(1))
       ->capture_default_str();
   app->add_option("--min-freq", a->min_freq, "Minimum token count for the vocabularies")
       ->check(checks::at_least(1))
@@ -483,6 +584,11 @@ Command add_train_command(CLI::App& parent) {
                   "Epochs without improvement before stopping (0: never)")
       ->check(checks::non_negative())
       ->capture_default_str();
+  app->add_option("--valid-every", o.valid_every,
+                  "Validate every N steps instead of after each epoch (0: each epoch); "
+                  "--early-stop and --lr-patience then count these rounds")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--checkpoint-every", o.checkpoint_every)
       ->check(checks::non_negative())
       ->capture_default_str();
@@ -506,9 +612,16 @@ Command add_train_command(CLI::App& parent) {
                   "Seconds a rank waits for the others before failing")
       ->check(checks::positive())
       ->capture_default_str();
+  auto preset = std::make_shared<std::string>();
+  app->add_option("--preset", *preset,
+                  "Options for a corpus of Debian's archive (corpus debian) on a few cores: "
+                  "archive-rnn | archive-transformer; options given on the command line win "
+                  "(docs/translation.md lists what each sets)")
+      ->check(CLI::IsMember(preset_names()));
   CLI::App* root = &parent;
   return {app,
-          [a, root] {
+          [a, root, app, preset] {
+            if (!preset->empty()) apply_preset(*app, *preset);
             a->threads = root->get_option("--threads")->as<int>();
             return run(*a, command_line());
           },

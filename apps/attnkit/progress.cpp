@@ -31,6 +31,9 @@ void TrainProgress::operator()(const train::TrainEvent& e) {
     std::fprintf(stderr, "epoch %lld: train loss %.4f, valid loss %.4f, valid BLEU %.2f%s\n",
                  static_cast<long long>(e.epoch + 1), e.loss, v.loss, v.bleu,
                  v.better ? " (best)" : "");
+  else if (e.kind == Kind::Validation)
+    std::fprintf(stderr, "step %lld: train loss %.4f, valid loss %.4f, valid BLEU %.2f%s\n",
+                 static_cast<long long>(e.step), e.loss, v.loss, v.bleu, v.better ? " (best)" : "");
   else
     std::fprintf(stderr, "stopped mid-epoch: valid loss %.4f, valid BLEU %.2f%s\n", v.loss, v.bleu,
                  v.better ? " (best)" : "");

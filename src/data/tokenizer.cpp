@@ -198,7 +198,7 @@ std::pair<pid_t, int> spawn_with_socket(const std::vector<std::string>& args) {
   return {pid, fds[0]};
 }
 
-constexpr char kSep = '\x1f', kFail = '\x15';
+constexpr char kSep = '\x1f', kFail = '\x15', kRecord = '\x1e';
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
@@ -220,7 +220,10 @@ class SentencePieceTokenizer : public Tokenizer {
     std::string text(s);
     for (auto& c : text)
       if (c == '\n' || c == '\r' || c == kSep) c = ' ';
-    const auto reply = request("E" + text);
+    return split_pieces(request("E" + text));
+  }
+
+  static std::vector<std::string> split_pieces(const std::string& reply) {
     std::vector<std::string> pieces;
     if (reply.empty()) return pieces;
     size_t start = 0;
@@ -231,6 +234,31 @@ class SentencePieceTokenizer : public Tokenizer {
       if (end == std::string::npos) return pieces;
       start = end + 1;
     }
+  }
+
+  // Texts in requests of up to kBatch: one round trip each instead of one a text.
+  std::vector<std::vector<std::string>> tokenize_all(
+      const std::vector<std::string>& texts) const override {
+    constexpr size_t kBatch = 1024;
+    std::vector<std::vector<std::string>> out;
+    out.reserve(texts.size());
+    for (size_t start = 0; start < texts.size(); start += kBatch) {
+      std::string line = "B";
+      const size_t end = std::min(texts.size(), start + kBatch);
+      for (size_t i = start; i < end; ++i) {
+        if (i > start) line += kRecord;
+        for (char c : texts[i])
+          line += c == '\n' || c == '\r' || c == kSep || c == kRecord ? ' ' : c;
+      }
+      const auto reply = request(line);
+      size_t from = 0;
+      for (size_t i = start; i < end; ++i) {
+        const size_t to = std::min(reply.find(kRecord, from), reply.size());
+        out.push_back(split_pieces(reply.substr(from, to - from)));
+        from = to + 1;
+      }
+    }
+    return out;
   }
 
   std::string detokenize(const std::vector<std::string>& tokens) const override {
@@ -290,6 +318,14 @@ class SentencePieceTokenizer : public Tokenizer {
 };
 
 }  // namespace
+
+std::vector<std::vector<std::string>> Tokenizer::tokenize_all(
+    const std::vector<std::string>& texts) const {
+  std::vector<std::vector<std::string>> out;
+  out.reserve(texts.size());
+  for (const auto& t : texts) out.push_back(tokenize(t));
+  return out;
+}
 
 size_t placeholder_length(std::string_view s, size_t i) {
   if (i >= s.size()) return 0;

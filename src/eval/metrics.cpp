@@ -403,4 +403,12 @@ double alignment_error_rate(const Alignment& a, const Alignment& sure, const Ali
   return denom == 0 ? 0.0 : 1.0 - (as + ap) / denom;
 }
 
+std::string bleu_tokenizer_for(const std::string& lang, const std::string& target_tokenizer) {
+  const std::string base = lang.substr(0, lang.find_first_of("_-@."));
+  if (base == "zh") return "zh";
+  if (base == "ja" || base == "ko" || base == "th") return "char";
+  if (base.empty() && target_tokenizer == "zh") return "zh";
+  return "13a";
+}
+
 }  // namespace attnkit::eval

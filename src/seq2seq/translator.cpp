@@ -251,6 +251,7 @@ ModelConfig load_config(const std::string& dir) {
   try {
     const auto& m = j.at("model");
     ModelConfig c;
+    c.dir = dir;
     c.arch = j.contains("arch") ? parse_arch(j.at("arch").get<std::string>()) : Arch::Rnn;
     c.source_tokenizer = j.at("source_tokenizer").get<std::string>();
     c.target_tokenizer = j.at("target_tokenizer").get<std::string>();
@@ -517,8 +518,8 @@ Translator::Translator(ModelConfig config, Seq2Seq model, data::Vocab source_voc
       target_vocab_(std::move(target_vocab)) {
   config_.arch = Arch::Rnn;
   config_.set_compute_type(model_->options.compute_type());  // the model's, whatever config said
-  source_tok_ = data::make_tokenizer(config_.source_tokenizer);
-  target_tok_ = data::make_tokenizer(config_.target_tokenizer);
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer, config_.dir);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer, config_.dir);
 }
 
 Translator::Translator(ModelConfig config, transformer::TransformerModel model,
@@ -529,8 +530,8 @@ Translator::Translator(ModelConfig config, transformer::TransformerModel model,
       target_vocab_(std::move(target_vocab)) {
   config_.arch = Arch::Transformer;
   config_.set_compute_type(transformer_->options.compute_type());
-  source_tok_ = data::make_tokenizer(config_.source_tokenizer);
-  target_tok_ = data::make_tokenizer(config_.target_tokenizer);
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer, config_.dir);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer, config_.dir);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const at::Tensor& source,

@@ -109,7 +109,13 @@ class Run {
         if (stop) return stopped(*stop, epoch, batches.size());
         const double loss = train_step(pieces, global_tokens, epoch);
         report_step(loss, epoch, batches.size());
-        checkpoint_if_due();
+        if (o_.valid_every > 0 && p_.step % o_.valid_every == 0) {
+          result_.last_train_loss = epoch.mean_loss();
+          if (validation_round(epoch, /*epoch_end=*/false))
+            return finished(StopReason::EarlyStopping);
+        } else {
+          checkpoint_if_due();
+        }
       }
       result_.last_train_loss = epoch.mean_loss();
       if (end_epoch(epoch)) return finished(StopReason::EarlyStopping);
@@ -335,9 +341,30 @@ class Run {
     return v;
   }
 
-  // Rank 0 validates, keeps the best, adapts the learning rate and decides whether to stop; the
-  // other ranks follow its decisions. Returns whether to stop early.
+  // The end of an epoch: a validation round, unless rounds come every valid_every steps.
   bool end_epoch(const EpochTotals& epoch) {
+    ++result_.epochs_done;
+    if (o_.valid_every <= 0) return validation_round(epoch, /*epoch_end=*/true);
+    if (main_rank_) checkpoint(next_position(/*epoch_end=*/true));
+    return false;
+  }
+
+  // Where a checkpoint written now resumes: the next batch, or the next epoch's first.
+  Position next_position(bool epoch_end) const {
+    Position next = p_;
+    if (epoch_end) {
+      ++next.epoch;
+      next.batch = 0;
+    } else {
+      ++next.batch;
+    }
+    return next;
+  }
+
+  // Rank 0 validates, keeps the best, adapts the learning rate and decides whether to stop; the
+  // other ranks follow its decisions. Returns whether to stop early. After every epoch, or every
+  // valid_every steps (a corpus so large that an epoch outlasts the run).
+  bool validation_round(const EpochTotals& epoch, bool epoch_end) {
     bool early = false;
     if (main_rank_) {
       const Validation v = validate();
@@ -353,7 +380,7 @@ class Run {
         }
       }
       early = o_.early_stop > 0 && p_.bad_epochs >= o_.early_stop;
-      log({{"epoch", p_.epoch + 1},
+      log({{"epoch", epoch_end ? static_cast<double>(p_.epoch + 1) : epochs_done_},
            {"step", p_.step},
            {"train_loss", result_.last_train_loss},
            {"valid_loss", v.loss},
@@ -363,7 +390,7 @@ class Run {
            {"elapsed_s", seconds_since(started_)},
            {"best", v.better},
            {"ranks", world_}});
-      report_validation(TrainEvent::Kind::EpochEnd, v);
+      report_validation(epoch_end ? TrainEvent::Kind::EpochEnd : TrainEvent::Kind::Validation, v);
     }
     if (dist_) {
       auto decided = dist_->broadcast({p_.lr, early ? 1.0 : 0.0});
@@ -371,14 +398,8 @@ class Run {
       early = decided[1] > 0;
     }
     set_lr(optimizer_, p_.lr);
-    ++result_.epochs_done;
-    if (main_rank_) {
-      Position next = p_;
-      ++next.epoch;
-      next.batch = 0;
-      checkpoint(next);
-    }
-    if (early) ++p_.epoch;
+    if (main_rank_) checkpoint(next_position(epoch_end));
+    if (early && epoch_end) ++p_.epoch;
     return early;
   }
 

@@ -18,6 +18,10 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<std::string> tokenize(std::string_view text) const = 0;
+  // Every text's tokens, as tokenize() gives them; a tokenizer in a helper process takes many
+  // texts per round trip (a corpus of a million lines).
+  virtual std::vector<std::vector<std::string>> tokenize_all(
+      const std::vector<std::string>& texts) const;
   virtual std::string detokenize(const std::vector<std::string>& tokens) const = 0;
   // The spec that recreates this tokenizer with make_tokenizer().
   virtual std::string spec() const = 0;

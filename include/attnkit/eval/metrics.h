@@ -20,6 +20,12 @@ std::string tokenize_intl(const std::string& line);
 std::string tokenize_char(const std::string& line);
 std::string tokenize_for_bleu(const std::string& line, const std::string& tokenizer);
 
+// The BLEU tokenizer for a target language, as sacreBLEU is used for it: "zh" for Chinese,
+// "char" for Japanese, Korean and Thai (sacreBLEU's ja-mecab and ko-mecab need MeCab), "13a"
+// for the rest. `lang` is a gettext code (zh_CN, ja, de) or empty; then the target tokenizer
+// decides ("zh" gives "zh").
+std::string bleu_tokenizer_for(const std::string& lang, const std::string& target_tokenizer);
+
 struct BleuOptions {
   std::string tokenize = "13a";
   std::string smooth = "exp";  // exp | floor | none

@@ -39,6 +39,9 @@ struct ModelConfig {
   // given) and the training pairs' file (absolute): `po translate` checks a catalog's language
   // against target_lang and reuses the pairs as a translation memory.
   std::string source_lang, target_lang, train_corpus;
+  // The model directory this config belongs to (not written: load_config sets it), which the
+  // tokenizers' model files ("spm:source.spm.model") are relative to.
+  std::string dir;
   int64_t source_vocab() const;
   int64_t target_vocab() const;
   // config.json's "compute_type" (float32 when absent): what decoding computes in, and for int8

@@ -19,9 +19,10 @@ namespace attnkit::train {
 // progress bar). Only the main rank reports.
 struct TrainEvent {
   enum class Kind {
-    Step,      // after every optimizer step
-    EpochEnd,  // after an epoch's validation
-    Stopped,   // validation of a run cut short mid-epoch (time limit, Ctrl-C)
+    Step,        // after every optimizer step
+    EpochEnd,    // after an epoch's validation
+    Validation,  // a validation round within an epoch (TrainOptions::valid_every)
+    Stopped,     // validation of a run cut short mid-epoch (time limit, Ctrl-C)
   };
   Kind kind = Kind::Step;
   int64_t epoch = 0, epochs = 0;  // the current epoch (0-based) and the planned count
@@ -68,6 +69,10 @@ struct TrainOptions {
   double lr_decay = 0.5;    // multiply the learning rate on a validation plateau
   int64_t lr_patience = 0;  // epochs without improvement before decaying
   int64_t early_stop = 3;   // epochs without improvement before stopping; 0 = never
+  // > 0: a validation round (the best kept, plateau decay, early stopping, a checkpoint) every
+  // this many steps instead of after each epoch: an epoch of a million pairs outlasts a run.
+  // lr_patience and early_stop then count rounds.
+  int64_t valid_every = 0;
   uint64_t seed = 1;
   size_t valid_bleu_sentences = 300;
   std::string bleu_tokenize = "13a";
