@@ -170,3 +170,38 @@ TEST(PoProtect, SurvivesChecksSpansAcceleratorsAndWhitespace) {
   EXPECT_TRUE(po::survives("Run --help or see https://example.org/x now",
                            "运行--help或参见https://example.org/x。"));
 }
+
+TEST(PoProtect, AcceleratorsGoWhereTheLanguagesTranslatorsPutThem) {
+  EXPECT_EQ(po::accelerator_style("zh_CN"), po::AcceleratorStyle::Appended);
+  EXPECT_EQ(po::accelerator_style("ja"), po::AcceleratorStyle::Appended);
+  EXPECT_EQ(po::accelerator_style("ko_KR.UTF-8"), po::AcceleratorStyle::Appended);
+  EXPECT_EQ(po::accelerator_style("de"), po::AcceleratorStyle::Inline);
+  EXPECT_EQ(po::accelerator_style("sr@latin"), po::AcceleratorStyle::Inline);
+  const auto words = [](const std::vector<std::string>& t) {
+    return data::make_english_tokenizer(false, false)->detokenize(t);
+  };
+  auto restore_as = [&](const std::string& source, const std::vector<std::string>& target,
+                        po::AcceleratorStyle style) {
+    const Protected p = po::protect(source);
+    const auto tokens =
+        data::make_english_tokenizer(/*lower=*/true, /*normalize=*/false)->tokenize(p.text);
+    return po::restore(p, target, at::Tensor(), tokens, words, style);
+  };
+  // German: the marker before the first letter, whichever the English one was.
+  EXPECT_EQ(restore_as("_Open", {"Öffnen"}, po::AcceleratorStyle::Inline), "_Öffnen");
+  EXPECT_EQ(restore_as("E_xit", {"Beenden"}, po::AcceleratorStyle::Inline), "_Beenden");
+  EXPECT_EQ(restore_as("_Save As…", {"Speichern", "unter"}, po::AcceleratorStyle::Inline),
+            "_Speichern unter…");
+  // A placeholder first: the marker goes before the first letter after it, not into "%s".
+  EXPECT_EQ(restore_as("%s _files", {"%s", "Dateien"}, po::AcceleratorStyle::Inline),
+            "%s _Dateien");
+  // Nothing to mark: the appended form, so that the accelerator survives.
+  EXPECT_EQ(restore_as("_1", {"1"}, po::AcceleratorStyle::Inline), "_1");
+  EXPECT_EQ(restore_as("_Open", {"打开"}, po::AcceleratorStyle::Appended), "打开(_O)");
+  // po stats takes either form, and any letter after the marker.
+  EXPECT_TRUE(po::survives("_Open", "_Öffnen"));
+  EXPECT_TRUE(po::survives("_Open", "Ö_ffnen"));
+  EXPECT_TRUE(po::survives("_Open", "打开(_O)"));
+  EXPECT_FALSE(po::survives("_Open", "Öffnen"));
+  EXPECT_FALSE(po::survives("_Open", "Öffnen_"));
+}

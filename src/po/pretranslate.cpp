@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <unordered_map>
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/text.h"
+#include "attnkit/data/tokenizer.h"
+#include "attnkit/po/plural.h"
 #include "attnkit/po/protect.h"
 #include "attnkit/seq2seq/translator.h"
 
@@ -61,6 +64,44 @@ struct Message {
   std::vector<long> segment;
 };
 
+// The header's Plural-Forms, checked as msgfmt checks it; nullopt when there is none (or a
+// template's "nplurals=INTEGER", which pretranslate fills in). A broken one is an error naming
+// the header's line: a catalog written with it would be refused by msgfmt.
+std::optional<PluralForms> plural_rule(const Catalog& catalog) {
+  const std::string forms = catalog.header_field("Plural-Forms");
+  if (forms.empty() || forms.find("INTEGER") != std::string::npos) return std::nullopt;
+  try {
+    return PluralForms::parse(forms);
+  } catch (const Error& e) {
+    // The line of the header that holds the field.
+    const auto& all = catalog.entries();
+    size_t line = !all.empty() && all[0].is_header() ? all[0].line : 1;
+    if (!all.empty() && all[0].is_header()) {
+      const std::string& text = catalog.text();
+      const size_t at = text.find("Plural-Forms:", all[0].begin);
+      if (at != std::string::npos && at < all[0].end)
+        line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + at, '\n'));
+    }
+    throw Error(catalog.path() + ":" + std::to_string(line) + ": " + e.what());
+  }
+}
+
+// The English that msgstr[f] of a plural entry translates. The form of n = 1 translates the
+// singular when it keeps the plural's placeholders or is used for 1 alone (German's form 0);
+// Russian's form 0 also serves 21, 31, ..., and its number must stay, so it translates the
+// plural when the singular has no number ("One file"). The other forms, and the one form of a
+// language without plurals (zh, ja), translate the plural.
+const std::string& plural_source(const Entry& e, int f, int nplurals, const PluralForms* rule) {
+  if (!e.plural()) return e.msgid;
+  if (nplurals <= 1) return e.msgid_plural;
+  const int singular_form = rule ? rule->form(1) : 0;
+  if (f != singular_form) return e.msgid_plural;
+  const bool alone = rule ? rule->only_one_number(f) : true;
+  return alone || data::placeholders(e.msgid) == data::placeholders(e.msgid_plural)
+             ? e.msgid
+             : e.msgid_plural;
+}
+
 }  // namespace
 
 void Memory::add_catalog(const Catalog& catalog) {
@@ -78,7 +119,7 @@ size_t Memory::add_corpus(const std::string& tsv_path) {
   return pairs.size();
 }
 
-bool Memory::find(const Entry& e, int nplurals, Match& match) const {
+bool Memory::find(const Entry& e, int nplurals, Match& match, AcceleratorStyle style) const {
   const int forms = e.plural() ? std::max(nplurals, 1) : 1;
   if (auto it = exact_.find(std::make_tuple(e.has_context, e.context, e.msgid));
       it != exact_.end()) {
@@ -91,7 +132,7 @@ bool Memory::find(const Entry& e, int nplurals, Match& match) const {
   auto it = loose_.find(loose_key(e.msgid, &key));
   if (it == loose_.end()) return false;
   std::string target = it->second.first;
-  if (key) target += std::string("(_") + static_cast<char>(std::toupper(key)) + ")";
+  if (key) place_accelerator(target, '_', key, style);
   // The corpus squeezed whitespace and dropped accelerators: use it only if what must survive
   // does (the accelerator marker must also be GTK's, the one the corpus reader strips).
   if (!survives(e.msgid, target)) return false;
@@ -122,12 +163,20 @@ bool language_matches(const std::string& model_lang, const std::string& catalog_
 
 std::string plural_forms(const std::string& lang) {
   const std::string l = split_language(lang).first;
+  if (l == "pt" && split_language(lang).second == "BR") return "nplurals=2; plural=(n > 1);";
   for (const char* one : {"zh", "ja", "ko", "vi", "th", "id", "ms"})
     if (l == one) return "nplurals=1; plural=0;";
   for (const char* two : {"en", "de", "nl", "sv", "da", "no", "nb", "nn", "it", "es", "pt", "fi",
                           "el", "hu", "et", "eo", "bg", "ca"})
     if (l == two) return "nplurals=2; plural=(n != 1);";
   if (l == "fr") return "nplurals=2; plural=(n > 1);";
+  for (const char* slavic : {"ru", "uk", "be", "sr", "hr", "bs"})
+    if (l == slavic)
+      return "nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || "
+             "n%100>=20) ? 1 : 2);";
+  if (l == "pl")
+    return "nplurals=3; plural=(n==1 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);";
+  if (l == "cs" || l == "sk") return "nplurals=3; plural=(n==1) ? 0 : (n>=2 && n<=4) ? 1 : 2;";
   return "";
 }
 
@@ -160,11 +209,13 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
     catalog.set_header_field("Content-Type", "text/plain; charset=UTF-8");
   // The forms each plural entry gets: the header's, else as many as the entries already have
   // (a catalog whose header lost its Plural-Forms), else the language's.
-  int nplurals = catalog.nplurals();
+  const auto rule = plural_rule(catalog);
+  int nplurals = rule ? rule->nplurals() : 0;
   for (const auto& e : all)
     if (nplurals == 0 && e.plural() && e.msgstr.size() > 1)
       nplurals = static_cast<int>(e.msgstr.size());
   nplurals = std::max(nplurals, 1);
+  const AcceleratorStyle style = accelerator_style(lang);
 
   PretranslateReport report;
   std::vector<Message> messages;
@@ -181,7 +232,7 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
       continue;
     }
     Memory::Match match;
-    if (options.use_memory && memory.find(e, nplurals, match)) {
+    if (options.use_memory && memory.find(e, nplurals, match, style)) {
       catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact,
                    {std::string(kMemoryComment) + " (" + match.origin + ")"});
       ++report.memory;
@@ -194,7 +245,7 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
       Message m;
       m.entry = i;
       m.form = f;
-      m.lines = split_lines(f == 0 ? e.msgid : e.msgid_plural);
+      m.lines = split_lines(plural_source(e, f, nplurals, rule ? &*rule : nullptr));
       for (const auto& line : m.lines) {
         Segment s;
         s.parts =
@@ -239,7 +290,7 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
     restored[s] = results[s].target_tokens.empty() ? lines_of[s]  // no output: the line itself
                   : options.protect
                       ? restore(segments[s].parts, results[s].target_tokens, results[s].attention,
-                                results[s].source_tokens, detokenize)
+                                results[s].source_tokens, detokenize, style)
                       : results[s].text;
 
   // Put the messages together, entry by entry.

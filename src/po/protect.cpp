@@ -1,5 +1,7 @@
 #include "attnkit/po/protect.h"
 
+#include <unicode/uchar.h>
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -411,9 +413,48 @@ Protected protect(std::string_view line, bool accelerators) {
   return p;
 }
 
+AcceleratorStyle accelerator_style(const std::string& lang) {
+  const std::string base = lang.substr(0, lang.find_first_of("_-@."));
+  return base == "zh" || base == "ja" || base == "ko" ? AcceleratorStyle::Appended
+                                                      : AcceleratorStyle::Inline;
+}
+
+namespace {
+
+// The marker before the first letter of `body` that is not inside a span's sentinel; false
+// when it has none (a translation of digits and symbols only).
+bool mark_first_letter(std::string& body, char marker) {
+  const std::u32string text = text::decode(body);
+  size_t byte = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const std::string here = body.substr(byte);
+    if (here.rfind("{attnkit", 0) == 0 && here.find('}') != std::string::npos) {
+      const size_t skip = here.find('}') + 1;  // ASCII: as many characters as bytes
+      byte += skip;
+      i += skip - 1;
+      continue;
+    }
+    if (u_isalpha(static_cast<UChar32>(text[i])) || u_isdigit(static_cast<UChar32>(text[i]))) {
+      body.insert(byte, 1, marker);
+      return true;
+    }
+    byte += text::encode(text[i]).size();
+  }
+  return false;
+}
+
+}  // namespace
+
+void place_accelerator(std::string& translation, char marker, char key, AcceleratorStyle style) {
+  if (style == AcceleratorStyle::Inline && mark_first_letter(translation, marker)) return;
+  translation += std::string("(") + marker +
+                 static_cast<char>(std::toupper(static_cast<unsigned char>(key))) + ")";
+}
+
 std::string restore(const Protected& p, const std::vector<std::string>& target_tokens,
                     const at::Tensor& attention, const std::vector<std::string>& source_tokens,
-                    const std::function<std::string(const std::vector<std::string>&)>& detokenize) {
+                    const std::function<std::string(const std::vector<std::string>&)>& detokenize,
+                    AcceleratorStyle style) {
   const size_t k = p.spans.size();
   std::vector<int64_t> masks;  // source position of span j's mask
   for (size_t s = 0; s < source_tokens.size() && masks.size() < k; ++s)
@@ -480,14 +521,12 @@ std::string restore(const Protected& p, const std::vector<std::string>& target_t
   for (size_t n = 0; n < at.size(); ++n) tokens[at[n]] = sentinel(ids[n]);
   std::string body = detokenize(tokens);
   if (!p.suffix.empty()) body = strip_trailing_punctuation(body);
+  // Before the spans go back, so that the marker cannot land inside one ("%s").
+  if (p.accelerator) place_accelerator(body, p.accelerator, p.key, style);
   for (size_t j = 0; j < k; ++j) {
     const std::string s = sentinel(j);
     const auto at = body.find(s);
     if (at != std::string::npos) body.replace(at, s.size(), p.spans[j]);
-  }
-  if (p.accelerator) {
-    const char key = static_cast<char>(std::toupper(static_cast<unsigned char>(p.key)));
-    body += std::string("(") + p.accelerator + key + ")";
   }
   std::string suffix = p.suffix;
   if (suffix == ":" && has_cjk(body)) suffix = "：";  // zh_CN translators write "：" 5 to 1
@@ -523,14 +562,15 @@ bool survives(std::string_view source, std::string_view translation) {
   }
   size_t at = 0;
   if (char marker = find_accelerator(source, &at)) {
-    const std::string upper(
-        1, static_cast<char>(std::toupper(static_cast<unsigned char>(source[at + 1]))));
-    const std::string lower(
-        1, static_cast<char>(std::tolower(static_cast<unsigned char>(source[at + 1]))));
-    const std::string m(1, marker);
-    if (translation.find(m + upper) == std::string_view::npos &&
-        translation.find(m + lower) == std::string_view::npos)
-      return false;
+    // "(_S)" or "_Speichern": the marker before a letter or digit (any script's).
+    bool found = false;
+    for (size_t m = translation.find(marker); m != std::string_view::npos && !found;
+         m = translation.find(marker, m + 1)) {
+      const auto rest = text::decode(translation.substr(m + 1, 4));
+      found = !rest.empty() && (u_isalpha(static_cast<UChar32>(rest[0])) ||
+                                u_isdigit(static_cast<UChar32>(rest[0])));
+    }
+    if (!found) return false;
   }
   auto lead = [](std::string_view s) { return s.substr(0, s.find_first_not_of(" \t\n")); };
   auto trail = [](std::string_view s) {

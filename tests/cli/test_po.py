@@ -202,5 +202,101 @@ class CorpusProtectedForm(unittest.TestCase):
                                          ["Run --verbose", "详细运行"]])  # no span in the target: as is
 
 
+# A model that writes German or Russian, small and barely trained: the checks below are on the
+# catalog's structure (forms, numbers, accelerators), which holds whatever the model writes.
+TINY_PAIRS = {
+    "de": [("Open the file", "Datei öffnen"), ("Exit", "Beenden"), ("%d file", "%d Datei"),
+           ("%d files", "%d Dateien"), ("Save", "Speichern"), ("Close", "Schließen")],
+    "ru": [("Open the file", "Открыть файл"), ("Exit", "Выход"), ("%d file", "%d файл"),
+           ("%d files", "%d файлов"), ("Save", "Сохранить"), ("Close", "Закрыть")],
+}
+HEADERS = {
+    "de": "nplurals=2; plural=(n != 1);",
+    "ru": "nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && "
+          "(n%100<10 || n%100>=20) ? 1 : 2);",
+}
+
+
+class PoTranslateOtherLanguages(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="attnkit_po_lang_")
+        cls.models = {}
+        for lang, pairs in TINY_PAIRS.items():
+            tsv = os.path.join(cls.dir, lang + ".tsv")
+            with open(tsv, "w", encoding="utf-8") as f:
+                f.writelines("%s\t%s\n" % p for p in pairs * 4)
+            model = os.path.join(cls.dir, "model-" + lang)
+            subprocess.run([BIN, "--threads", "1", "train", "--train", tsv, "--model-dir", model,
+                            "--target-lang", lang, "--source-tokenizer", "en-lower",
+                            "--target-tokenizer", "en", "--embed", "16", "--hidden", "16",
+                            "--max-steps", "200", "--lr", "0.01", "--quiet"], check=True, capture_output=True)
+            cls.models[lang] = model
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def translate(self, lang, entries, header=None):
+        pot = os.path.join(self.dir, "in-%s.pot" % lang)
+        with open(pot, "w", encoding="utf-8") as f:
+            f.write('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+                    '"Plural-Forms: %s\\n"\n\n' % (header or HEADERS[lang]) + entries)
+        out = os.path.join(self.dir, "out-%s.po" % lang)
+        if os.path.exists(out):
+            os.remove(out)
+        p = po("translate", pot, "--model", self.models[lang], "--out", out, "--lang", lang,
+               check=False)
+        return p, out
+
+    ENTRIES = ('msgid "_Open"\nmsgstr ""\n\n'
+               'msgid "E_xit"\nmsgstr ""\n\n'
+               '#, c-format\nmsgid "%d file"\nmsgid_plural "%d files"\nmsgstr[0] ""\nmsgstr[1] ""\n\n'
+               '#, c-format\nmsgid "One file"\nmsgid_plural "%d files"\nmsgstr[0] ""\nmsgstr[1] ""\n')
+
+    def check_with_msgfmt(self, out):
+        check = subprocess.run(["msgfmt", "--check", "--check-accelerators=_", "--use-fuzzy",
+                                "-o", os.devnull, out], capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_german_plurals_and_inline_accelerators(self):
+        p, out = self.translate("de", self.ENTRIES)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_with_msgfmt(out)
+        catalog = polib.pofile(out)
+        for e in catalog:
+            if e.msgid_plural:
+                self.assertEqual(sorted(e.msgstr_plural), [0, 1])
+                self.assertIn("%d", e.msgstr_plural[1], e.msgid)
+                if "%d" in e.msgid:
+                    self.assertIn("%d", e.msgstr_plural[0], e.msgid)
+            else:
+                # German translators put the marker inside the label, not "(_O)" after it.
+                self.assertNotIn("(_", e.msgstr, e.msgid)
+                self.assertEqual(e.msgstr.count("_"), 1, e.msgstr)
+                self.assertRegex(e.msgstr, r"_\w", e.msgstr)
+
+    def test_russian_forms_all_keep_the_number(self):
+        p, out = self.translate("ru", self.ENTRIES.replace('msgstr[1] ""\n', 'msgstr[1] ""\nmsgstr[2] ""\n'))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_with_msgfmt(out)
+        for e in polib.pofile(out):
+            if e.msgid_plural:
+                self.assertEqual(sorted(e.msgstr_plural), [0, 1, 2])
+                # Form 0 also serves 21, 31, ...: even "One file"'s keeps the number.
+                for form in range(3):
+                    self.assertIn("%d", e.msgstr_plural[form], (e.msgid, form))
+
+    def test_a_broken_plural_forms_header_is_refused_with_file_and_line(self):
+        for header, why in (("nplurals=0; plural=0;", "outside 1..32"),
+                            ("nplurals=2; plural=(n%0);", "divides by zero"),
+                            ("nplurals=100000000; plural=0;", "outside 1..32")):
+            p, out = self.translate("de", self.ENTRIES, header=header)
+            self.assertNotEqual(p.returncode, 0, header)
+            self.assertIn("in-de.pot:4: Plural-Forms", p.stderr)  # the header's line of it
+            self.assertIn(why, p.stderr)
+            self.assertFalse(os.path.exists(out))
+
+
 if __name__ == "__main__":
     unittest.main()

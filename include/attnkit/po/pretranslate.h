@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnkit/po/catalog.h"
+#include "attnkit/po/protect.h"
 #include "attnkit/seq2seq/search.h"
 #include "attnkit/seq2seq/translator.h"
 
@@ -36,7 +37,9 @@ class Memory {
     bool exact = false;  // context and message matched as they are (no fuzzy mark needed)
   };
   // A match for `e` in the catalog's number of plural forms, or nullopt.
-  bool find(const Entry& e, int nplurals, Match& match) const;
+  // A corpus match's accelerator goes back in `style` (the catalog's language's).
+  bool find(const Entry& e, int nplurals, Match& match,
+            AcceleratorStyle style = AcceleratorStyle::Appended) const;
 
  private:
   std::map<std::tuple<bool, std::string, std::string>, Match> exact_;
