@@ -272,10 +272,9 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
 
 // The multiply-add ceiling of the configured threads' cores, all at once (the slowest sets the
 // pace, as it does for a product split between them). Why: "fraction of the peak" against the
-// 1024^3 SGEMM understates how close a product comes to the hardware: on this project's Zen 5
-// (218 GFLOP/s a core here) the packed block ran a training step's products at 84-95 % of it on
-// one core (dW at 1024 columns 77 %) and the 1024^3 product at 76-83 %; on two, 83-90 % against
-// 71 % (docs/TRANSFORMER_BENCHMARKS.md, stop 53).
+// 1024^3 SGEMM understates how close a product comes to the hardware: on an AMD Zen 5 (218
+// GFLOP/s a core) the packed block runs a training step's products at 84-95 % of this ceiling and
+// the 1024^3 product at 76-83 % (bench/compare_transformer.py reports both).
 void fma_peak_case(benchmark::State& state) {
   const bool avx512 = kernels::cpu_isa() == kernels::Isa::Avx512;
   if (!avx512 && kernels::cpu_isa() != kernels::Isa::Avx2) {

@@ -4,7 +4,7 @@
 Same corpus as `make demo` (the zh_CN gettext catalogs, or the shipped sample), same model and
 global batch, a fixed wall-clock budget each; reports target tokens per second (all ranks).
 
-    /usr/bin/python3 bench/compare_distributed.py --seconds 60 [--markdown docs/...]
+    /usr/bin/python3 bench/compare_distributed.py --seconds 60 [--markdown out/distributed.md]
 """
 import argparse
 import os

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The fused attention kernel against the LibTorch composite (matmul-softmax-matmul) it
 replaces, side by side in one run, with the machine's SGEMM throughput measured in the same run
-and peak memory at long sequences. bench/performance.py runs it for docs/PERFORMANCE.md.
+and peak memory at long sequences. bench/performance.py runs it as part of its report.
 
     /usr/bin/python3 bench/compare_kernels.py [--threads 1] [--markdown FILE]
 """
@@ -13,7 +13,8 @@ import sys
 
 
 def measure(build_dir="build", threads=1):
-    """Returns (markdown lines, {"sgemm_gflops", "speedup_fwd", "speedup_fwdbwd", "memory_4096"})."""
+    """Returns (markdown lines, {"sgemm_gflops", "speedup_fwd", "speedup_fwdbwd", "peak_fwd",
+    "peak_fwdbwd", "memory_4096"})."""
     bench = os.path.join(build_dir, "bench", "attnkit_bench")
     memory = os.path.join(build_dir, "bench", "attnkit_attention_memory")
     out = subprocess.run([bench, f"--threads={threads}", "--benchmark_filter=^(Kernel|Sgemm|PackedGemm)",
@@ -37,6 +38,7 @@ def measure(build_dir="build", threads=1):
     for p in ["fwd", "fwdbwd"]:
         c, f = runs[f"Kernel/composite/{p}"], runs[f"Kernel/fused/{p}"]
         found[f"speedup_{p}"] = c["real_time"] / f["real_time"]
+        found[f"peak_{p}"] = gflops(f"Kernel/fused/{p}") / peak
         lines.append(f"| {'forward' if p == 'fwd' else 'forward + backward'} | {c['real_time']:.2f} ms | "
                      f"{f['real_time']:.2f} ms | {c['real_time'] / f['real_time']:.2f}x | "
                      f"{gflops(f'Kernel/fused/{p}'):.1f} | {gflops(f'Kernel/fused/{p}') / peak:.0%} |")

@@ -5,7 +5,7 @@ Runs build/bench/attnkit_bench (Google Benchmark), then times the same computati
 PyTorch, written the same way (split concat weights, keys projected once for decoder steps),
 and prints the ratio table (> 1 means attnkit is faster). Usage:
     /usr/bin/python3 bench/compare_pytorch.py [--build-dir build] [--threads 1] [--filter REGEX]
-                                             [--markdown docs/BENCHMARKS.md]
+                                             [--markdown out/attention.md]
 """
 import argparse
 import ctypes

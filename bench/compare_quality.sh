@@ -43,7 +43,7 @@ train() {  # name, extra options
   rm -rf "$Q/$name"
   "$BIN" --threads "$THREADS" train --train "$Q/data/train.tsv" --valid "$Q/data/valid.tsv" \
     --model-dir "$Q/$name" --source-tokenizer en-lower --target-tokenizer zh --min-freq 2 \
-    --time-limit $((MINUTES * 60)) --epochs 1000 --early-stop 0 --valid-bleu-sentences 300 --quiet \
+    --time-limit $((MINUTES * 60)) --epochs 1000 --early-stop=0 --valid-bleu-sentences 300 --quiet \
     "$@" > "$Q/$name.log" 2>&1
 }
 if [ "$PARALLEL" = 1 ]; then

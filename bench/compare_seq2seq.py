@@ -8,7 +8,7 @@ vocabularies, same architecture and hyperparameters, same threads. Measures:
   - translation: sentences per second, greedy at batch 1 and beam 5 at batch 32.
 Writes the table to stdout and, with --markdown, to a file.
 
-    /usr/bin/python3 bench/compare_seq2seq.py --seconds 120 --threads 2 --markdown docs/SEQ2SEQ_BENCHMARKS.md
+    /usr/bin/python3 bench/compare_seq2seq.py --seconds 120 --threads 2 --markdown out/seq2seq.md
 """
 import argparse
 import json

@@ -15,7 +15,7 @@ keys and values, the same search). Measures:
   - each search's work (forward FLOPs per sentence, from attnkit's `translate --timing`), each
     side's fraction of the peak, and the ratio attnkit would reach at 100 % of it.
 
-    /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown docs/TRANSFORMER_BENCHMARKS.md
+    /usr/bin/python3 bench/compare_transformer.py --seconds 60 --threads 2 --markdown out/transformer.md
         [--openblas-coretype SkylakeX]
 """
 import argparse

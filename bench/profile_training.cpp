@@ -2,9 +2,9 @@
 // the zh_CN gettext corpus gives them (batch 64, up to 12 tokens a side, its vocabularies) and
 // writes LibTorch's per-op trace (chrome://tracing JSON). bench/profile_ops.py sums it by op.
 //   attnkit_profile_training trace.json [threads] [rnn|transformer]
-// rnn: GRU 256, embed 128, Bahdanau attention, input feeding (docs/PERFORMANCE.md's model).
+// rnn: GRU 256, embed 128, Bahdanau attention, input feeding (the GRU model of docs/PERFORMANCE.md).
 // transformer: 3+3 layers, d_model 256, 4 heads, FFN 1024, pre-norm, tied output
-// (docs/TRANSFORMER_BENCHMARKS.md's model), the loss as TransformerTrainable computes it.
+// (the Transformer of docs/PERFORMANCE.md), the loss as TransformerTrainable computes it.
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
