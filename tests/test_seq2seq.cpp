@@ -100,7 +100,7 @@ TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
   // seeds 1-4 at 12 epochs, copy and reverse gave 83-100 exact and 0.84-1.00 of the links, on
   // the fused and on the torch::nn::GRU path alike (the two agree to 3e-5 in every parameter
   // after an epoch without dropout); tighter bounds passed or failed with the seed. Bias
-  // gradients summed in row order and a clipping norm in double (stop 32) moved reverse on seed
+  // gradients summed in row order and a clipping norm in double moved reverse on seed
   // 1 to 99 exact and 0.80 of the links (seeds 1-4: 96-100 exact, 0.80-1.00 of the links; copy
   // 0.91-0.99, permute 1.00): a model that reverses every word may still look one word aside,
   // so the links keep a margin below the lowest seen.

@@ -3,10 +3,11 @@
 // Private to src/kernels: the threads of a run of lanes (lanes.h) that have run their own lanes,
 // lent to the kernels of the lanes still running. A lane's kernels keep to its thread while every
 // thread has a lane; once one thread is done, a lane's products share their parts with it. Why:
-// this project's 2-core VM runs one core 8-17 % slower than the other (the packed block's 1024^3
-// product on both at once), and two equal lanes left the faster core waiting 0.4-4.8 s of every
-// 19-22 s of a Transformer's lanes (docs/TRANSFORMER_BENCHMARKS.md, stop 52). The kernels'
-// results do not depend on how many parts they are cut into, so neither do the lanes'.
+// on a 2-core VM whose cores ran 8-17 % apart (the packed block's 1024^3 product on both at
+// once), two equal lanes left the faster core waiting 0.4-4.8 s of every 19-22 s of a
+// Transformer's lanes; with the helpers a training step ran 7 % faster (the median of 18
+// alternated pairs, bench/compare_transformer.py). The kernels' results do not depend on how
+// many parts they are cut into, so neither do the lanes'.
 
 #include <cstdint>
 #include <functional>

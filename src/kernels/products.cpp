@@ -64,8 +64,8 @@ std::vector<Piece> pieces(const std::vector<Cut>& cuts, int64_t parts) {
 // thread's panels stay in its own L2: on two threads of a Zen 5 that was 15-21 % faster at a
 // training step's shapes (Forward/512x<in>x<out>). Pieces start on a panel boundary, so each
 // element is the same sum as in one product, the same bits. (Decoding's products by weights
-// packed once keep splitting rows: by columns they ran faster alone but slowed the beam search,
-// whose other work splits rows; docs/PERFORMANCE.md, stop 45.)
+// packed once keep splitting rows: by columns they ran 4-16 % faster alone but slowed the beam
+// search in seven of seven alternated pairs, whose other work splits rows.)
 void by_columns(const float* x, int64_t rows, int64_t in, const float* w, int64_t ldw, int64_t out,
                 float* y, bool accumulate, const float* bias, int64_t parts) {
   const int64_t width = cpu_isa() == Isa::Avx512 ? 32 : 16, panels = (out + width - 1) / width;
