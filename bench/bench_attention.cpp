@@ -60,7 +60,7 @@
 #include "attnkit/kernels/loss.h"
 #include "attnkit/kernels/matmul.h"
 #include "attnkit/kernels/top_k.h"
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 #include "attnkit/train/step.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/packed_gemm.h"
@@ -177,10 +177,10 @@ void linear_loss_case(benchmark::State& state, bool backward) {
 void decoder_case(benchmark::State& state, bool sequence) {
   at::manual_seed(0);
   const int64_t B = 64, S = 12, T = 12;
-  seq2seq::Decoder decoder(seq2seq::Seq2SeqOptions(4690, 2782));
+  rnn::Decoder decoder(rnn::RnnOptions(4690, 2782));
   auto lengths = at::randint(4, S + 1, {B}, at::kLong);
-  seq2seq::EncoderOutput encoded{at::randn({B, S, 512}).requires_grad_(), padding_mask(lengths, S),
-                                 at::randn({1, B, 256}).requires_grad_(), at::Tensor()};
+  rnn::EncoderOutput encoded{at::randn({B, S, 512}).requires_grad_(), padding_mask(lengths, S),
+                             at::randn({1, B, 256}).requires_grad_(), at::Tensor()};
   auto tokens = at::randint(4, 2782, {B, T}, at::kLong);
   for (auto _ : state) {
     auto s = decoder->start(encoded);
@@ -206,7 +206,7 @@ void decoder_case(benchmark::State& state, bool sequence) {
 void encoder_case(benchmark::State& state) {
   at::manual_seed(0);
   const int64_t B = 64, S = 12;
-  seq2seq::Encoder encoder(seq2seq::Seq2SeqOptions(4690, 2782));
+  rnn::Encoder encoder(rnn::RnnOptions(4690, 2782));
   auto lengths = at::randint(4, S + 1, {B}, at::kLong);
   auto source = at::randint(4, 4690, {B, S}, at::kLong);
   for (auto _ : state) {

@@ -2,9 +2,9 @@
 // the zh_CN gettext corpus gives them (batch 64, up to 12 tokens a side, its vocabularies) and
 // writes LibTorch's per-op trace (chrome://tracing JSON). bench/profile_ops.py sums it by op.
 //   attnkit_profile_training trace.json [threads] [rnn|transformer]
-// rnn: GRU 256, embed 128, Bahdanau attention, input feeding (the GRU model of docs/PERFORMANCE.md).
-// transformer: 3+3 layers, d_model 256, 4 heads, FFN 1024, pre-norm, tied output
-// (the Transformer of docs/PERFORMANCE.md), the loss as TransformerTrainable computes it.
+// rnn: GRU 256, embed 128, Bahdanau attention, input feeding (the GRU model of
+// docs/PERFORMANCE.md). transformer: 3+3 layers, d_model 256, 4 heads, FFN 1024, pre-norm, tied
+// output (the Transformer of docs/PERFORMANCE.md), the loss as TransformerTrainable computes it.
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "attnkit/core/info.h"
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 #include "attnkit/train/step.h"
 #include "attnkit/transformer/model.h"
 
@@ -50,10 +50,10 @@ struct Profiled {
 };
 
 Profiled rnn() {
-  attnkit::seq2seq::Seq2Seq model(attnkit::seq2seq::Seq2SeqOptions(V_src, V_tgt));
+  attnkit::rnn::RnnModel model(attnkit::rnn::RnnOptions(V_src, V_tgt));
   return {model->parameters(), [model](const Batch& b) mutable {
             auto out = model->forward(b.source, b.lengths, b.target_in, 1.0, b.real,
-                                      attnkit::seq2seq::Head::Features);
+                                      attnkit::rnn::Head::Features);
             return attnkit::train::projected_loss(out.features, model->decoder->output->weight,
                                                   model->decoder->output->bias,
                                                   b.target_out.masked_select(b.real), 0.1);

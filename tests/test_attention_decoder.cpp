@@ -7,7 +7,7 @@
 
 #include "attnkit/core/info.h"
 #include "attnkit/kernels/attention_decoder.h"
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 #include "attnkit/train/step.h"
 #include "testing.h"
 
@@ -28,15 +28,15 @@ struct DecoderCase {
 TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
   for (auto c : {DecoderCase{ScoreKind::Bahdanau, true}, DecoderCase{ScoreKind::Additive, true},
                  DecoderCase{ScoreKind::Bahdanau, false}}) {
-    auto options = seq2seq::Seq2SeqOptions(11, 13)
+    auto options = rnn::RnnOptions(11, 13)
                        .embed_size(6)
                        .hidden_size(8)
                        .score(c.score)
                        .input_feeding(c.input_feeding)
                        .dropout(0.0);  // the two paths draw dropout masks in different orders
     at::manual_seed(21);
-    seq2seq::Seq2Seq reference(options.fused_kernels(false));
-    seq2seq::Seq2Seq fused(options.fused_kernels(true));
+    rnn::RnnModel reference(options.fused_kernels(false));
+    rnn::RnnModel fused(options.fused_kernels(true));
     ASSERT_TRUE(fused->decoder->fuses_sequence());
     ASSERT_FALSE(reference->decoder->fuses_sequence());
     {
@@ -69,9 +69,8 @@ TEST(AttentionDecoder, MatchesTheStepByStepReferenceDecoder) {
 
 // A model small enough for exact comparisons, without dropout (the paths would draw different
 // masks).
-seq2seq::Seq2SeqOptions tiny_model(bool fused) {
-  return seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8).dropout(0.0).fused_kernels(
-      fused);
+rnn::RnnOptions tiny_model(bool fused) {
+  return rnn::RnnOptions(11, 13).embed_size(6).hidden_size(8).dropout(0.0).fused_kernels(fused);
 }
 
 // The encoder's GRU and the decoder split a batch's rows between the configured threads; each
@@ -84,7 +83,7 @@ TEST(AttentionDecoder, ThreadCountDoesNotChangeResults) {
   for (int threads : {1, 2, 3}) {
     at::set_num_threads(threads);
     at::manual_seed(41);
-    seq2seq::Seq2Seq model(tiny_model(true));
+    rnn::RnnModel model(tiny_model(true));
     auto source = at::randint(1, 11, {10, 5}, at::kLong);
     auto lengths = at::tensor({5, 2, 4, 5, 1, 3, 5, 2, 4, 3}, at::kLong);
     auto target = at::randint(1, 13, {10, 4}, at::kLong);
@@ -109,7 +108,7 @@ TEST(AttentionDecoder, ThreadCountDoesNotChangeResults) {
 TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
   for (bool fused : {true, false}) {
     at::manual_seed(29);
-    seq2seq::Seq2Seq model(tiny_model(fused));
+    rnn::RnnModel model(tiny_model(fused));
     ASSERT_EQ(model->decoder->fuses_sequence(), fused);
     auto source = at::randint(1, 11, {3, 5}, at::kLong);
     auto lengths = at::tensor({5, 2, 4}, at::kLong);
@@ -141,7 +140,7 @@ TEST(AttentionDecoder, Seq2SeqLogitsForWantedPositionsOnly) {
 TEST(AttentionDecoder, FeaturesThroughTheFusedLossMatchLogitsThroughTheLoss) {
   for (bool fused : {true, false}) {
     at::manual_seed(32);
-    seq2seq::Seq2Seq model(tiny_model(fused));
+    rnn::RnnModel model(tiny_model(fused));
     auto source = at::randint(1, 11, {3, 5}, at::kLong);
     auto lengths = at::tensor({5, 2, 4}, at::kLong);
     auto target_in = at::randint(1, 13, {3, 4}, at::kLong);
@@ -153,7 +152,7 @@ TEST(AttentionDecoder, FeaturesThroughTheFusedLossMatchLogitsThroughTheLoss) {
         model->forward(source, lengths, target_in, 1.0, real).logits, wanted, 0.1);
     auto expected_grads = torch::autograd::grad({expected}, model->parameters(), {}, false, false,
                                                 /*allow_unused=*/true);
-    auto out = model->forward(source, lengths, target_in, 1.0, real, seq2seq::Head::Features);
+    auto out = model->forward(source, lengths, target_in, 1.0, real, rnn::Head::Features);
     ASSERT_FALSE(out.logits.defined());
     auto actual = train::projected_loss(out.features, model->decoder->output->weight,
                                         model->decoder->output->bias, wanted, 0.1, fused);
@@ -166,9 +165,9 @@ TEST(AttentionDecoder, FeaturesThroughTheFusedLossMatchLogitsThroughTheLoss) {
           << "parameter " << i << (fused ? ", fused" : ", reference");
     }
   }
-  seq2seq::Seq2Seq model(seq2seq::Seq2SeqOptions(11, 13).embed_size(6).hidden_size(8));
+  rnn::RnnModel model(rnn::RnnOptions(11, 13).embed_size(6).hidden_size(8));
   EXPECT_THROW(model->forward(at::ones({1, 2}, at::kLong), at::tensor({2}, at::kLong),
-                              at::ones({1, 2}, at::kLong), 0.5, {}, seq2seq::Head::Features),
+                              at::ones({1, 2}, at::kLong), 0.5, {}, rnn::Head::Features),
                c10::Error);
 }
 

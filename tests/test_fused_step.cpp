@@ -9,17 +9,18 @@
 #include <limits>
 
 #include "attnkit/core/info.h"
+#include "attnkit/decoding/search.h"
 #include "attnkit/kernels/top_k.h"
-#include "attnkit/seq2seq/fused_step.h"
-#include "attnkit/seq2seq/search.h"
+#include "attnkit/rnn/fused_step.h"
+#include "attnkit/rnn/search.h"
 #include "attnkit/train/step.h"
 #include "testing.h"
 
 namespace attnkit {
 namespace {
 
-using seq2seq::Seq2Seq;
-using seq2seq::Seq2SeqOptions;
+using rnn::RnnModel;
+using rnn::RnnOptions;
 using testing::close;
 
 struct StepCase {
@@ -28,15 +29,15 @@ struct StepCase {
   bool input_feeding;
 };
 
-Seq2Seq make_model(const StepCase& c) {
+RnnModel make_model(const StepCase& c) {
   at::manual_seed(21);
-  Seq2Seq model(Seq2SeqOptions(17, 19)
-                    .embed_size(10)
-                    .hidden_size(16)
-                    .layers(c.layers)
-                    .score(c.score)
-                    .input_feeding(c.input_feeding)
-                    .dropout(0.3));
+  RnnModel model(RnnOptions(17, 19)
+                     .embed_size(10)
+                     .hidden_size(16)
+                     .layers(c.layers)
+                     .score(c.score)
+                     .input_feeding(c.input_feeding)
+                     .dropout(0.3));
   model->eval();
   return model;
 }
@@ -51,14 +52,14 @@ TEST(FusedStep, EveryStepMatchesTheReferenceStep) {
       SCOPED_TRACE(to_string(c.score) + ", " + std::to_string(c.layers) + " layers, " +
                    std::to_string(rows) + " rows");
       auto model = make_model(c);
-      ASSERT_TRUE(seq2seq::FusedStep::supports(model->decoder));
+      ASSERT_TRUE(rnn::FusedStep::supports(model->decoder));
       c10::InferenceMode inference;
       auto source = at::randint(1, 17, {rows, 6}, at::kLong);
       auto lengths = at::randint(1, 7, {rows}, at::kLong);
       lengths[0] = 6;
       const auto encoded = model->encoder->forward(source, lengths);
       auto reference = model->decoder->start(encoded);
-      seq2seq::FusedStep fused(model->decoder);
+      rnn::FusedStep fused(model->decoder);
       auto state = fused.start(encoded);  // the keys on the packed weights
       EXPECT_TRUE(close(state.keys, reference.keys));
       // A row with nothing to attend to gets zero weights and context, never NaN.
@@ -88,7 +89,7 @@ TEST(FusedStep, ARowGivesTheSameBitsAloneAsInABatch) {
   auto lengths = at::full({10}, 6, at::kLong);
   auto batch = model->decoder->start(model->encoder->forward(source, lengths));
   auto alone = batch.select(at::zeros({1}, at::kLong));  // row 0, from the same encoder pass
-  seq2seq::FusedStep fused(model->decoder);
+  rnn::FusedStep fused(model->decoder);
   auto tokens = at::randint(1, 19, {10}, at::kLong);
   for (int t = 0; t < 4; ++t) {
     auto in_batch = fused.step(tokens, batch);
@@ -107,7 +108,7 @@ TEST(FusedStep, BeamsReadTheirSentencesSourceAsACopyPerRow) {
   c10::InferenceMode inference;
   auto source = at::randint(1, 17, {3, 6}, at::kLong);
   auto lengths = at::tensor({6, 2, 4}, at::kLong);
-  seq2seq::FusedStep fused(model->decoder);
+  rnn::FusedStep fused(model->decoder);
   auto shared = fused.start(model->encoder->forward(source, lengths));
   ASSERT_TRUE(shared.source_row.defined());
   auto per_row = shared;
@@ -137,14 +138,14 @@ TEST(FusedStep, BeamsReadTheirSentencesSourceAsACopyPerRow) {
 // those loops is split.
 TEST(FusedStep, RowsSplitBetweenThreadsGiveTheSameBits) {
   at::manual_seed(25);
-  Seq2Seq model(Seq2SeqOptions(17, 19).embed_size(32).hidden_size(256).layers(2));
+  RnnModel model(RnnOptions(17, 19).embed_size(32).hidden_size(256).layers(2));
   model->eval();
   c10::InferenceMode inference;
   const int64_t rows = 128;
   auto source = at::randint(1, 17, {rows, 12}, at::kLong);
   auto lengths = at::randint(1, 13, {rows}, at::kLong);
   const auto encoded = model->encoder->forward(source, lengths);
-  seq2seq::FusedStep fused(model->decoder);
+  rnn::FusedStep fused(model->decoder);
   auto run = [&](int threads) {
     set_threads(threads, ThreadPolicy::Kernels);
     auto state = fused.start(encoded);
@@ -171,11 +172,11 @@ TEST(FusedStep, PreparedWeightsFollowWeightChanges) {
   auto source = at::randint(1, 17, {9, 5}, at::kLong);
   auto lengths = at::tensor({5, 3, 5, 1, 2, 4, 5, 3, 2}, at::kLong);
   auto tokens = at::tensor({4, 7, 1, 2, 3, 5, 6, 8, 9}, at::kLong);
-  auto matches_reference = [&](Seq2Seq& m) {
+  auto matches_reference = [&](RnnModel& m) {
     c10::InferenceMode inference;
     auto state = m->decoder->start(m->encoder->forward(source, lengths));
     auto reference = state;
-    seq2seq::FusedStep fused(m->decoder);
+    rnn::FusedStep fused(m->decoder);
     return close(fused.step(tokens, state).logits, m->decoder->step(tokens, reference).logits);
   };
   EXPECT_TRUE(matches_reference(model));
@@ -210,13 +211,13 @@ TEST(FusedStep, SearchesGiveTheReferenceTranslations) {
   auto source = at::randint(1, 17, {4, 5}, at::kLong);
   auto lengths = at::tensor({5, 3, 1, 4}, at::kLong);
   for (int64_t beam : {1, 3}) {
-    seq2seq::SearchOptions o;
+    decoding::SearchOptions o;
     o.beam_size = beam;
     o.nbest = beam;
     o.fused = false;
-    auto expected = seq2seq::search(model, source, lengths, o);
+    auto expected = rnn::search(model, source, lengths, o);
     o.fused = true;
-    auto actual = seq2seq::search(model, source, lengths, o);
+    auto actual = rnn::search(model, source, lengths, o);
     ASSERT_EQ(actual.size(), expected.size());
     for (size_t b = 0; b < expected.size(); ++b) {
       ASSERT_EQ(actual[b].size(), expected[b].size()) << "beam " << beam;
@@ -311,14 +312,14 @@ TEST(BeamCandidates, SentencesRankedTogetherAsAloneOnAnyThreads) {
 TEST(FusedStep, OtherConfigurationsKeepTheReferenceStep) {
   at::manual_seed(22);
   for (auto model :
-       {Seq2Seq(Seq2SeqOptions(5, 5)
-                    .score(ScoreKind::ScaledDot)
-                    .hidden_size(8)
-                    .embed_size(4)
-                    .bidirectional(false)),
-        Seq2Seq(Seq2SeqOptions(5, 5).weighting(WeightingKind::Hard).hidden_size(8).embed_size(4)),
-        Seq2Seq(Seq2SeqOptions(5, 5).attention(false).hidden_size(8).embed_size(4))})
-    EXPECT_FALSE(seq2seq::FusedStep::supports(model->decoder));
+       {RnnModel(RnnOptions(5, 5)
+                     .score(ScoreKind::ScaledDot)
+                     .hidden_size(8)
+                     .embed_size(4)
+                     .bidirectional(false)),
+        RnnModel(RnnOptions(5, 5).weighting(WeightingKind::Hard).hidden_size(8).embed_size(4)),
+        RnnModel(RnnOptions(5, 5).attention(false).hidden_size(8).embed_size(4))})
+    EXPECT_FALSE(rnn::FusedStep::supports(model->decoder));
 }
 
 }  // namespace

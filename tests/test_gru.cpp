@@ -12,7 +12,7 @@
 
 #include "attnkit/kernels/gru.h"
 #include "attnkit/kernels/one_part.h"
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -160,7 +160,7 @@ TEST(GRUKernels, RejectsMismatchedShapesWithTheExpectedShape) {
 TEST(GRUKernels, Seq2SeqWithFusedGrusMatchesTheNnGruReference) {
   for (auto [layers, bidirectional] :
        {std::pair{1, true}, std::pair{2, true}, std::pair{2, false}}) {
-    auto options = seq2seq::Seq2SeqOptions(11, 13)
+    auto options = rnn::RnnOptions(11, 13)
                        .embed_size(6)
                        .hidden_size(8)
                        .layers(layers)
@@ -169,8 +169,8 @@ TEST(GRUKernels, Seq2SeqWithFusedGrusMatchesTheNnGruReference) {
                        // (all steps' embeddings at once, padded rather than packed outputs).
                        .dropout(0.0);
     at::manual_seed(8);
-    seq2seq::Seq2Seq reference(options.fused_kernels(false));
-    seq2seq::Seq2Seq fused(options.fused_kernels(true));
+    rnn::RnnModel reference(options.fused_kernels(false));
+    rnn::RnnModel fused(options.fused_kernels(true));
     {
       at::NoGradGuard no_grad;
       auto from = reference->named_parameters();
@@ -205,14 +205,14 @@ TEST(GRUKernels, PackedInferenceEncoderMatchesTheTrainingPathAndNnGru) {
        {std::pair{1, true}, std::pair{2, true}, std::pair{2, false}}) {
     SCOPED_TRACE(std::to_string(layers) + " layers, " +
                  (bidirectional ? "bidirectional" : "one direction"));
-    auto options = seq2seq::Seq2SeqOptions(11, 13)
+    auto options = rnn::RnnOptions(11, 13)
                        .embed_size(6)
                        .hidden_size(20)  // 3H = 60: the last panel is partly padding
                        .layers(layers)
                        .bidirectional(bidirectional);
     at::manual_seed(8);
-    seq2seq::Encoder fused(options);
-    seq2seq::Encoder reference(options.fused_kernels(false));
+    rnn::Encoder fused(options);
+    rnn::Encoder reference(options.fused_kernels(false));
     {
       at::NoGradGuard no_grad;
       auto from = fused->named_parameters();

@@ -10,15 +10,23 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/io/weights.h"
 #include "attnkit/kernels/packed_linear.h"
 #include "attnkit/kernels/quantize.h"
-#include "attnkit/seq2seq/fused_step.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/rnn/fused_step.h"
+#include "attnkit/rnn/search.h"
+#include "attnkit/rnn/translation_model.h"
 #include "attnkit/transformer/search.h"
+#include "attnkit/translate/translator.h"
 #include "testing.h"
 
 namespace attnkit {
 namespace {
+
+// The GRU model a translator loaded.
+rnn::RnnModel& rnn_of(translate::Translator& t) {
+  return dynamic_cast<rnn::RnnTranslationModel&>(t.model()).model();
+}
 
 namespace fs = std::filesystem;
 using kernels::ComputeType;
@@ -64,7 +72,7 @@ TEST(Int8Weights, QuantizedRowsAreWithinHalfAStepOfTheirMatrix) {
 }
 
 struct SmallModel {
-  seq2seq::ModelConfig config;
+  translate::ModelConfig config;
   data::Vocab vocab;
 };
 
@@ -73,7 +81,7 @@ SmallModel small_gru() {
   m.vocab = testing::synthetic_data("copy", 10).vocab;
   m.config.source_tokenizer = m.config.target_tokenizer = "en";
   const int64_t v = m.vocab.size();
-  m.config.model = seq2seq::Seq2SeqOptions(v, v).embed_size(16).hidden_size(40);
+  m.config.model = rnn::RnnOptions(v, v).embed_size(16).hidden_size(40);
   return m;
 }
 
@@ -83,25 +91,25 @@ SmallModel small_gru() {
 TEST(Int8ModelDir, HoldsInt8RowsThatLoadAndRequantizeExactly) {
   auto m = small_gru();
   at::manual_seed(6);
-  seq2seq::Seq2Seq model(m.config.model);
+  rnn::RnnModel model(m.config.model);
   testing::ScratchDir dir("int8_dir");
   m.config.set_compute_type(ComputeType::Int8);
-  seq2seq::save_config(dir.str(), m.config);
+  translate::save_config(dir.str(), m.config);
   m.vocab.save((dir / "source.vocab").string());
   m.vocab.save((dir / "target.vocab").string());
   const auto weights = (dir / "model.pt").string();
-  seq2seq::save_quantized_weights(*model, weights);
+  io::save_quantized_weights(*model, weights);
   const auto stored = io::load_tensor_dict(weights);
-  seq2seq::Translator loaded(dir.str());
+  translate::Translator loaded(dir.str());
   EXPECT_EQ(loaded.config().compute_type(), ComputeType::Int8);
-  EXPECT_EQ(loaded.model()->options.compute_type(), ComputeType::Int8);
-  EXPECT_EQ(loaded.model()->decoder->options.compute_type(), ComputeType::Int8);
+  EXPECT_EQ(rnn_of(loaded)->options.compute_type(), ComputeType::Int8);
+  EXPECT_EQ(rnn_of(loaded)->decoder->options.compute_type(), ComputeType::Int8);
   int64_t matrices = 0;
   // Held here: a reference into the temporary dict named_parameters() returns dangled, a
   // use-after-free that only LibTorch's code read (so ASan did not see it) and that crashed
   // this test once in CI.
   const auto originals = model->named_parameters();
-  for (const auto& p : loaded.model()->named_parameters()) {
+  for (const auto& p : loaded.module().named_parameters()) {
     const auto& original = originals[p.key()];
     const auto& kept = io::find(stored, p.key(), "stored");
     if (p.value().dim() != 2) {
@@ -125,7 +133,7 @@ TEST(Int8ModelDir, HoldsInt8RowsThatLoadAndRequantizeExactly) {
   }));
   io::save_tensor_dict(weights, damaged);
   try {
-    seq2seq::Translator broken(dir.str());
+    translate::Translator broken(dir.str());
     ADD_FAILURE() << "loaded int8 weights without their scales";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(weights), std::string::npos) << e.what();
@@ -140,7 +148,7 @@ TEST(Int8ModelDir, HoldsInt8RowsThatLoadAndRequantizeExactly) {
 TEST(Int8Decoding, ABatchGivesWhatEachSentenceGivesAloneInBothModels) {
   at::manual_seed(7);
   auto m = small_gru();
-  seq2seq::Seq2Seq gru(m.config.model);
+  rnn::RnnModel gru(m.config.model);
   const int64_t v = m.vocab.size();
   transformer::TransformerModel tr(transformer::TransformerOptions(v, v)
                                        .d_model(32)
@@ -157,16 +165,16 @@ TEST(Int8Decoding, ABatchGivesWhatEachSentenceGivesAloneInBothModels) {
   for (int64_t i = 0; i < 6; ++i)
     source.index_put_({i, at::indexing::Slice(lengths[i].item<int64_t>())}, 0);
   for (int64_t beam : {1, 3}) {
-    seq2seq::SearchOptions o;
+    decoding::SearchOptions o;
     o.beam_size = beam;
     o.max_length_extra = 3;
-    const auto gru_batch = seq2seq::search(gru, source, lengths, o);
+    const auto gru_batch = rnn::search(gru, source, lengths, o);
     const auto tr_batch = transformer::search(tr, source, lengths, o);
     for (int64_t i = 0; i < 6; ++i) {
       const int64_t len = lengths[i].item<int64_t>();
       const auto alone = source.narrow(0, i, 1).narrow(1, 0, len);
       const auto alone_len = lengths.narrow(0, i, 1);
-      const auto gru_one = seq2seq::search(gru, alone, alone_len, o)[0][0];
+      const auto gru_one = rnn::search(gru, alone, alone_len, o)[0][0];
       const auto tr_one = transformer::search(tr, alone, alone_len, o)[0][0];
       EXPECT_EQ(gru_one.tokens, gru_batch[i][0].tokens) << "GRU, beam " << beam << ", " << i;
       EXPECT_EQ(gru_one.score, gru_batch[i][0].score) << "GRU, beam " << beam << ", " << i;

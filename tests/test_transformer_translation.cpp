@@ -11,11 +11,11 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
 #include "attnkit/data/tokenizer.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
 #include "attnkit/train/batching.h"
 #include "attnkit/train/trainer.h"
-#include "attnkit/train/transformer_trainable.h"
 #include "attnkit/transformer/search.h"
+#include "attnkit/translate/translator.h"
 #include "testing.h"
 
 namespace attnkit {
@@ -26,12 +26,12 @@ using transformer::TransformerModel;
 
 struct Task {
   testing::SyntheticData synthetic;
-  seq2seq::ModelConfig config;
+  translate::ModelConfig config;
 };
 
 Task make_task(const std::string& name, size_t train_count) {
   Task t{testing::synthetic_data(name, train_count), {}};
-  t.config.arch = seq2seq::Arch::Transformer;
+  t.config.arch = translate::Arch::Transformer;
   t.config.source_tokenizer = t.config.target_tokenizer = "en";
   const int64_t vocab = t.synthetic.vocab.size();
   t.config.transformer = transformer::TransformerOptions(vocab, vocab)
@@ -60,8 +60,7 @@ train::TrainOptions quick_options(const std::string& dir, int64_t epochs) {
 }
 
 train::TrainResult train_for(const Task& t, TransformerModel& model, const train::TrainOptions& o) {
-  train::TransformerTrainable trainable(model, t.config, t.synthetic.vocab, t.synthetic.vocab);
-  return train::train_model(trainable, t.synthetic.data, o);
+  return testing::train(t.config, model, t.synthetic.vocab, t.synthetic.vocab, t.synthetic.data, o);
 }
 
 std::vector<std::string> test_sources(const Task& t) {
@@ -82,8 +81,8 @@ TEST_P(TransformerTask, LearnsItToNinetyFivePercentExact) {
   // attention's keys and values as one product) took seeds 1, 2, 3 to 90, 78 and 95+ exact; at
   // 16 they give 97, 98, 97 (copy 100).
   train_for(t, model, quick_options(dir.str(), /*epochs=*/16));
-  seq2seq::Translator translator(t.config, model, t.synthetic.vocab, t.synthetic.vocab);
-  seq2seq::SearchOptions greedy;
+  auto translator = testing::translator_for(t.config, model, t.synthetic.vocab, t.synthetic.vocab);
+  decoding::SearchOptions greedy;
   greedy.beam_size = 1;
   const auto out = translator.translate(test_sources(t), greedy);
   size_t exact = 0;
@@ -113,8 +112,8 @@ TEST(TransformerSearch, KeepsEverySearchGuarantee) {
   std::vector<std::vector<int64_t>> ids;
   for (const auto& e : t.synthetic.test)
     ids.push_back(t.synthetic.vocab.encode(tok->tokenize(e.pair.source)));
-  auto [source, lengths] = seq2seq::pad_batch(ids);
-  seq2seq::SearchOptions one, three, wide;
+  auto [source, lengths] = data::pad_batch(ids);
+  decoding::SearchOptions one, three, wide;
   one.beam_size = 1;
   three.beam_size = 3;
   wide.beam_size = 4;
@@ -122,14 +121,14 @@ TEST(TransformerSearch, KeepsEverySearchGuarantee) {
   auto greedy = transformer::search(model, source, lengths, one);
   model->eval();
   transformer::TransformerStepDecoder decoder(model, source, lengths);
-  auto beam_of_one = seq2seq::beam_search(decoder, lengths, one);
+  auto beam_of_one = decoding::beam_search(decoder, lengths, one);
   auto together = transformer::search(model, source, lengths, three);
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(greedy[i][0].tokens, beam_of_one[i][0].tokens) << "sentence " << i;
     EXPECT_NEAR(greedy[i][0].score, beam_of_one[i][0].score, 1e-5);
     if (i % 7) continue;
     // Sentences leave the batch as they finish: a batch gives what each gives alone.
-    auto [alone, alone_length] = seq2seq::pad_batch({ids[i]});
+    auto [alone, alone_length] = data::pad_batch({ids[i]});
     EXPECT_EQ(transformer::search(model, alone, alone_length, three)[0][0].tokens,
               together[i][0].tokens);
     EXPECT_EQ(transformer::search(model, alone, alone_length, one)[0][0].tokens,
@@ -142,7 +141,7 @@ TEST(TransformerSearch, KeepsEverySearchGuarantee) {
     EXPECT_NE(list[0].tokens, list[1].tokens);
   }
   // Parallel batches on threads equal the sequential run.
-  seq2seq::Translator translator(t.config, model, t.synthetic.vocab, t.synthetic.vocab);
+  auto translator = testing::translator_for(t.config, model, t.synthetic.vocab, t.synthetic.vocab);
   const auto sources = test_sources(t);
   const auto sequential = translator.translate(sources, three, 5, 1);
   const auto parallel = translator.translate(sources, three, 5, 2);
@@ -237,16 +236,16 @@ TEST(TransformerModelDir, RoundTripsAndRefusesBadConfigs) {
   at::manual_seed(3);
   TransformerModel model(t.config.transformer.norm_first(false).share_embeddings(true));
   testing::ScratchDir dir("transformer_dir");
-  seq2seq::save_config(dir.str(), t.config);
+  translate::save_config(dir.str(), t.config);
   t.synthetic.vocab.save((dir / "source.vocab").string());
   t.synthetic.vocab.save((dir / "target.vocab").string());
-  seq2seq::save_weights(*model, (dir / "model.pt").string());
-  seq2seq::Translator loaded(dir.str());
-  EXPECT_EQ(loaded.config().arch, seq2seq::Arch::Transformer);
+  io::save_weights(*model, (dir / "model.pt").string());
+  translate::Translator loaded(dir.str());
+  EXPECT_EQ(loaded.config().arch, translate::Arch::Transformer);
   EXPECT_FALSE(loaded.config().transformer.norm_first());
   EXPECT_TRUE(loaded.config().transformer.share_embeddings());
   for (const auto& p : model->named_parameters())
-    EXPECT_TRUE(p.value().equal(loaded.transformer()->named_parameters()[p.key()])) << p.key();
+    EXPECT_TRUE(p.value().equal(loaded.module().named_parameters()[p.key()])) << p.key();
 
   const auto config_path = (dir / "config.json").string();
   nlohmann::json good;
@@ -256,7 +255,7 @@ TEST(TransformerModelDir, RoundTripsAndRefusesBadConfigs) {
     damage(j);
     std::ofstream(config_path) << j.dump();
     try {
-      seq2seq::Translator broken(dir.str());
+      translate::Translator broken(dir.str());
       ADD_FAILURE() << "accepted a config that " << says;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(config_path), std::string::npos) << e.what();

@@ -1,5 +1,9 @@
 #include "testing.h"
 
+#include "attnkit/rnn/translation_model.h"
+#include "attnkit/transformer/translation_model.h"
+#include "attnkit/translate/training.h"
+
 #include "attnkit/core/error.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/kernels/cpu_isa.h"
@@ -16,6 +20,37 @@
 #include <cstring>
 
 namespace attnkit::testing {
+
+translate::Translator translator_for(const translate::ModelConfig& config, rnn::RnnModel model,
+                                     const data::Vocab& source_vocab,
+                                     const data::Vocab& target_vocab) {
+  return translate::Translator(config, std::make_shared<rnn::RnnTranslationModel>(model),
+                               source_vocab, target_vocab);
+}
+
+translate::Translator translator_for(const translate::ModelConfig& config,
+                                     transformer::TransformerModel model,
+                                     const data::Vocab& source_vocab,
+                                     const data::Vocab& target_vocab) {
+  return translate::Translator(config,
+                               std::make_shared<transformer::TransformerTranslationModel>(model),
+                               source_vocab, target_vocab);
+}
+
+train::TrainResult train(const translate::ModelConfig& config, rnn::RnnModel model,
+                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                         const train::TrainData& data, const train::TrainOptions& options) {
+  return translate::train_model(config, std::make_shared<rnn::RnnTranslationModel>(model),
+                                source_vocab, target_vocab, data, options);
+}
+
+train::TrainResult train(const translate::ModelConfig& config, transformer::TransformerModel model,
+                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                         const train::TrainData& data, const train::TrainOptions& options) {
+  return translate::train_model(config,
+                                std::make_shared<transformer::TransformerTranslationModel>(model),
+                                source_vocab, target_vocab, data, options);
+}
 
 ScratchDir::ScratchDir(const std::string& name)
     : path_(std::filesystem::temp_directory_path() /

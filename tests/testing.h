@@ -16,9 +16,28 @@
 #include "attnkit/data/synthetic.h"
 #include "attnkit/data/vocab.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/rnn/model.h"
 #include "attnkit/train/trainer.h"
+#include "attnkit/transformer/model.h"
+#include "attnkit/translate/translator.h"
 
 namespace attnkit::testing {
+
+// A translator over a model in memory (sharing its weights), and a model trained as the CLI
+// trains it (translate::train_model: validation BLEU through such a translator).
+translate::Translator translator_for(const translate::ModelConfig& config, rnn::RnnModel model,
+                                     const data::Vocab& source_vocab,
+                                     const data::Vocab& target_vocab);
+translate::Translator translator_for(const translate::ModelConfig& config,
+                                     transformer::TransformerModel model,
+                                     const data::Vocab& source_vocab,
+                                     const data::Vocab& target_vocab);
+train::TrainResult train(const translate::ModelConfig& config, rnn::RnnModel model,
+                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                         const train::TrainData& data, const train::TrainOptions& options);
+train::TrainResult train(const translate::ModelConfig& config, transformer::TransformerModel model,
+                         const data::Vocab& source_vocab, const data::Vocab& target_vocab,
+                         const train::TrainData& data, const train::TrainOptions& options);
 
 std::string golden_path(const std::string& file);
 // A golden fixture file, loaded once.

@@ -5,8 +5,9 @@
 #include <memory>
 
 #include "attnkit/core/error.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
 #include "attnkit/train/averaging.h"
+#include "attnkit/translate/translator.h"
 #include "checks.h"
 #include "commands.h"
 #include "model_dir.h"
@@ -33,7 +34,7 @@ std::vector<std::string> files_to_average(const AverageArgs& a) {
 }
 
 int run(const AverageArgs& a) {
-  seq2seq::Translator translator(a.model);  // the architecture the files must fit
+  translate::Translator translator(a.model);  // the architecture the files must fit
   const auto files = files_to_average(a);
   train::average_weights(translator.module(), files);
   prepare_new_model_dir("average", a.model, a.out);
@@ -41,10 +42,10 @@ int run(const AverageArgs& a) {
   if (translator.config().compute_type() != kernels::ComputeType::Float32) {
     auto config = translator.config();  // the averaged weights are float32, and so is model.pt
     config.set_compute_type(kernels::ComputeType::Float32);
-    seq2seq::save_config(a.out, config);
+    translate::save_config(a.out, config);
   }
   const auto out = (fs::path(a.out) / "model.pt").string();
-  seq2seq::save_weights(translator.module(), out);
+  io::save_weights(translator.module(), out);
   std::cout << "averaged " << files.size() << " weight files ("
             << fs::path(files.front()).filename().string() << " ... "
             << fs::path(files.back()).filename().string() << ") into " << out << "\n";

@@ -13,7 +13,7 @@
 #include "attnkit/data/synthetic.h"
 #include "attnkit/data/text.h"
 #include "attnkit/eval/metrics.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 #include "checks.h"
 #include "commands.h"
 
@@ -22,7 +22,7 @@ namespace {
 
 struct EvalArgs {
   std::string model, baseline, test, tokenize = "auto";
-  seq2seq::SearchOptions search;
+  decoding::SearchOptions search;
   size_t bucket = 10, examples = 3;
   bool reverse = false;
   std::optional<kernels::ComputeType> compute_type;
@@ -35,11 +35,11 @@ struct EvalArgs {
 
 struct Scored {
   std::vector<std::string> hyps;
-  std::vector<seq2seq::Translation> translations;
+  std::vector<translate::Translation> translations;
 };
 
 // Strongest alignments: for each target token, the source token it attends to most.
-std::string alignments_of(const seq2seq::Translation& t) {
+std::string alignments_of(const translate::Translation& t) {
   std::string out;
   if (!t.attention.defined() || t.attention.numel() == 0) return out;
   for (size_t j = 0; j < t.target_tokens.size() && static_cast<int64_t>(j) < t.attention.size(0);
@@ -66,7 +66,7 @@ int run_eval(const EvalArgs& a) {
     refs.push_back(p.target);
   }
   auto score_model = [&](const std::string& dir) {
-    seq2seq::Translator translator(dir, a.compute_type);
+    translate::Translator translator(dir, a.compute_type);
     Scored s;
     s.translations = translator.translate(sources, a.search, 32, /*parallel_batches=*/0);
     for (const auto& t : s.translations) s.hyps.push_back(t.text);

@@ -6,7 +6,8 @@
 
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/translate/translator.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -25,11 +26,11 @@ Command add_export_command(CLI::App& parent) {
       ->check(CLI::ExistingFile)
       ->excludes(from_checkpoint);
   return {app, [model, out, latest, weights_file] {
-            seq2seq::Translator translator(*model);
+            translate::Translator translator(*model);
             if (*latest)
-              seq2seq::load_checkpoint_model(
+              train::load_checkpoint_weights(
                   translator.module(), (std::filesystem::path(*model) / "checkpoint.pt").string());
-            if (!weights_file->empty()) seq2seq::load_weights(translator.module(), *weights_file);
+            if (!weights_file->empty()) io::load_weights(translator.module(), *weights_file);
             const auto weights = io::state_dict(translator.module());
             io::save_tensor_dict(*out, weights);
             std::cout << "wrote " << weights.size() << " tensors to " << *out << "\n";

@@ -8,7 +8,7 @@
 
 #include "attnkit/core/blas_core.h"
 #include "attnkit/core/info.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 #include "commands.h"
 
 namespace attnkit::cli {
@@ -60,10 +60,10 @@ struct ModelSummary {
 };
 
 ModelSummary summarize_model(const std::string& dir) {
-  seq2seq::Translator translator(dir);  // loads it: a damaged directory is an error here
+  translate::Translator translator(dir);  // loads it: a damaged directory is an error here
   ModelSummary m;
   m.dir = dir;
-  m.arch = seq2seq::to_string(translator.config().arch);
+  m.arch = translate::to_string(translator.config().arch);
   m.compute_type = kernels::to_string(translator.config().compute_type());
   for (const auto& p : translator.module().parameters()) m.parameters += p.numel();
   std::error_code ec;

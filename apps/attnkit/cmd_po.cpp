@@ -13,7 +13,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/po/catalog.h"
 #include "attnkit/po/pretranslate.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 #include "checks.h"
 #include "commands.h"
 
@@ -31,7 +31,7 @@ struct PoTranslateArgs {
 
 // The translation memory: the compendia, then the model's training pairs when they are still
 // where training read them.
-po::Memory load_memory(const PoTranslateArgs& a, const seq2seq::Translator& translator) {
+po::Memory load_memory(const PoTranslateArgs& a, const translate::Translator& translator) {
   po::Memory memory;
   if (a.no_memory) return memory;
   for (const auto& c : a.compendia) memory.add_catalog(po::Catalog::read(c));
@@ -47,7 +47,7 @@ po::Memory load_memory(const PoTranslateArgs& a, const seq2seq::Translator& tran
 int translate(PoTranslateArgs a) {
   // Read and check everything before the model loads: a malformed catalog costs nothing.
   auto catalog = po::Catalog::read(a.input);
-  seq2seq::Translator translator(a.model, a.compute_type);
+  translate::Translator translator(a.model, a.compute_type);
   const auto memory = load_memory(a, translator);
   a.options.lang = a.lang;
   a.options.protect = !a.no_protect;

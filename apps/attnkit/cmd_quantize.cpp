@@ -6,7 +6,8 @@
 #include <memory>
 
 #include "attnkit/core/error.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/translate/translator.h"
 #include "commands.h"
 #include "model_dir.h"
 
@@ -19,7 +20,7 @@ struct QuantizeArgs {
 };
 
 int run(const QuantizeArgs& a) {
-  seq2seq::Translator translator(a.model);
+  translate::Translator translator(a.model);
   if (translator.config().compute_type() == kernels::ComputeType::Int8)
     throw Error("quantize: " + a.model + " is int8 already (config.json's compute_type)");
   prepare_new_model_dir("quantize", a.model, a.out);
@@ -27,8 +28,8 @@ int run(const QuantizeArgs& a) {
   auto config = translator.config();
   config.set_compute_type(kernels::ComputeType::Int8);
   const auto weights = (fs::path(a.out) / "model.pt").string();
-  seq2seq::save_quantized_weights(translator.module(), weights);
-  seq2seq::save_config(a.out, config);  // last: a directory without it is no model
+  io::save_quantized_weights(translator.module(), weights);
+  translate::save_config(a.out, config);  // last: a directory without it is no model
   const auto source = fs::path(a.model) / "model.pt";
   const double before = fs::exists(source) ? static_cast<double>(fs::file_size(source)) : 0,
                after = static_cast<double>(fs::file_size(weights));

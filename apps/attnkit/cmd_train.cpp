@@ -16,10 +16,11 @@
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
 #include "attnkit/eval/metrics.h"
-#include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/launcher.h"
 #include "attnkit/train/trainer.h"
-#include "attnkit/train/transformer_trainable.h"
+#include "attnkit/translate/registry.h"
+#include "attnkit/translate/training.h"
+#include "attnkit/translate/translator.h"
 #include "checks.h"
 #include "commands.h"
 #include "format.h"
@@ -199,9 +200,8 @@ transformer::TransformerOptions transformer_options(const TrainArgs& a, int64_t 
       .share_embeddings(a.share_vocab);
 }
 
-seq2seq::Seq2SeqOptions model_options(const TrainArgs& a, int64_t source_vocab,
-                                      int64_t target_vocab) {
-  return seq2seq::Seq2SeqOptions(source_vocab, target_vocab)
+rnn::RnnOptions model_options(const TrainArgs& a, int64_t source_vocab, int64_t target_vocab) {
+  return rnn::RnnOptions(source_vocab, target_vocab)
       .embed_size(a.embed)
       .hidden_size(a.hidden)
       .layers(a.layers > 0 ? a.layers : 1)
@@ -221,7 +221,7 @@ seq2seq::Seq2SeqOptions model_options(const TrainArgs& a, int64_t source_vocab,
 // The model directory's config and vocabularies, with the tokenizers they name, and the
 // training pairs' tokens.
 struct Prepared {
-  seq2seq::ModelConfig config;
+  translate::ModelConfig config;
   data::Vocab source_vocab, target_vocab;
   std::unique_ptr<data::Tokenizer> source_tokenizer, target_tokenizer;
   Tokenized train_tokens;
@@ -239,7 +239,7 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
   const bool prepare_here =
       !a.options.resume && (main_rank || !fs::exists(fs::path(dir) / "config.json"));
   if (!prepare_here) {
-    p.config = seq2seq::load_config(dir);
+    p.config = translate::load_config(dir);
     p.source_vocab = data::Vocab::load((fs::path(dir) / "source.vocab").string());
     p.target_vocab = data::Vocab::load((fs::path(dir) / "target.vocab").string());
   } else {
@@ -261,17 +261,16 @@ Prepared prepare_model_dir(const TrainArgs& a, const std::vector<data::Pair>& tr
       p.source_vocab = data::Vocab::build(src, a.min_freq, a.max_vocab);
       p.target_vocab = data::Vocab::build(tgt, a.min_freq, a.max_vocab);
     }
-    p.config.arch = seq2seq::parse_arch(a.arch);
+    p.config.arch = translate::parse_arch(a.arch);
     p.config.source_lang = a.source_lang;
     p.config.target_lang = a.target_lang;
     p.config.train_corpus = fs::absolute(a.train).lexically_normal().string();
-    if (p.config.arch == seq2seq::Arch::Transformer)
-      p.config.transformer = transformer_options(a, p.source_vocab.size(), p.target_vocab.size());
-    else
-      p.config.model = model_options(a, p.source_vocab.size(), p.target_vocab.size());
+    // Both architectures' options: config.json keeps the one its arch names (translate/registry.h).
+    p.config.transformer = transformer_options(a, p.source_vocab.size(), p.target_vocab.size());
+    p.config.model = model_options(a, p.source_vocab.size(), p.target_vocab.size());
     p.source_vocab.save((fs::path(dir) / "source.vocab").string());
     p.target_vocab.save((fs::path(dir) / "target.vocab").string());
-    seq2seq::save_config(dir, p.config);
+    translate::save_config(dir, p.config);
   }
   if (dist && main_rank) dist->barrier();
   return p;
@@ -291,16 +290,7 @@ train::TrainData encode_data(const Corpora& c, const Prepared& p, size_t max_len
 
 void print_summary(const TrainArgs& a, const Prepared& p, const train::TrainData& data,
                    size_t dropped, const train::Distributed* dist) {
-  const auto& m = p.config.model;
-  const auto& t = p.config.transformer;
-  const std::string model =
-      p.config.arch == seq2seq::Arch::Transformer
-          ? "Transformer " + std::to_string(t.encoder_layers()) + "+" +
-                std::to_string(t.decoder_layers()) + " layers, d_model " +
-                std::to_string(t.d_model()) + ", " + std::to_string(t.heads()) + " heads, FFN " +
-                std::to_string(t.ffn()) + (t.norm_first() ? ", pre-norm" : ", post-norm")
-          : "attention " + (m.attention() ? to_string(m.score()) + "/" + to_string(m.weighting())
-                                          : std::string("off (fixed context)"));
+  const std::string model = translate::describe(p.config);
   std::cerr << "train: " << data.train.size() << " pairs (" << dropped << " dropped: empty or over "
             << a.max_len << " tokens), valid: " << data.valid.size() << ", vocab "
             << p.source_vocab.size() << " -> " << p.target_vocab.size() << ", " << model
@@ -315,13 +305,8 @@ void print_summary(const TrainArgs& a, const Prepared& p, const train::TrainData
 // Builds the model config.json describes and trains it.
 train::TrainResult train_architecture(const Prepared& p, const train::TrainData& data,
                                       const train::TrainOptions& o) {
-  if (p.config.arch == seq2seq::Arch::Transformer) {
-    transformer::TransformerModel model(p.config.transformer);
-    train::TransformerTrainable trainable(model, p.config, p.source_vocab, p.target_vocab);
-    return train::train_model(trainable, data, o);
-  }
-  seq2seq::Seq2Seq model(p.config.model);
-  return train::train_model(model, p.config, p.source_vocab, p.target_vocab, data, o);
+  std::shared_ptr<decoding::TranslationModel> model = translate::build_model(p.config);
+  return translate::train_model(p.config, model, p.source_vocab, p.target_vocab, data, o);
 }
 
 int run(TrainArgs a, const std::vector<std::string>& command_line) {
@@ -357,8 +342,8 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   o.bleu_tokenize =
       eval::bleu_tokenizer_for(prepared.config.target_lang, prepared.config.target_tokenizer);
   // The architecture's default schedule; from config.json, so that a resumed run keeps it.
-  const bool transformer = prepared.config.arch == seq2seq::Arch::Transformer;
-  o.warmup_steps = a.warmup_steps >= 0 ? a.warmup_steps : (transformer ? 1000 : 0);
+  o.warmup_steps =
+      a.warmup_steps >= 0 ? a.warmup_steps : translate::default_warmup_steps(prepared.config.arch);
   if (main_rank) print_summary(a, prepared, data, dropped, dist.get());
 
   TrainProgress progress;

@@ -16,8 +16,8 @@
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
-#include "attnkit/seq2seq/translator.h"
-#include "attnkit/serve/translation_json.h"
+#include "attnkit/translate/translation_json.h"
+#include "attnkit/translate/translator.h"
 #include "attnkit/viz/plot.h"
 #include "checks.h"
 #include "commands.h"
@@ -27,7 +27,7 @@ namespace {
 
 struct TranslateArgs {
   std::string model, input, output, format = "text";
-  seq2seq::SearchOptions search;
+  decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
   bool timing = false;
@@ -54,13 +54,13 @@ std::vector<viz::Heatmap> layer_panels(const std::vector<at::Tensor>& layers, co
 // NNNN.png/.svg/.json: the attention the search kept. A Transformer adds NNNN-cross (every layer
 // and head of the cross-attention) and NNNN-self (encoder and decoder self-attention per layer).
 void write_attention_pictures(const TranslateArgs& a, const std::vector<std::string>& lines,
-                              const std::vector<seq2seq::Translation>& results) {
+                              const std::vector<translate::Translation>& results) {
   std::filesystem::create_directories(a.attention_out);
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     if (!r.attention.defined() || r.attention.numel() == 0) continue;
     viz::Heatmap h;
-    h.row_labels = seq2seq::attention_rows(r);
+    h.row_labels = translate::attention_rows(r);
     h.weights = r.attention.narrow(0, 0, static_cast<int64_t>(h.row_labels.size()));
     h.col_labels = r.source_tokens;
     h.title = lines[i] + "  →  " + r.text;
@@ -71,7 +71,7 @@ void write_attention_pictures(const TranslateArgs& a, const std::vector<std::str
     viz::render_heatmaps({h}, base + ".svg");
     auto json = nlohmann::json::parse(viz::heatmap_json(h));
     if (!r.cross_layers.empty()) {
-      json["attention_layers"] = serve::attention_layers_json(r);
+      json["attention_layers"] = translate::attention_layers_json(r);
       std::vector<viz::Heatmap> cross;
       for (size_t l = 0; l < r.cross_layers.size(); ++l)
         for (int64_t head = 0; head < r.cross_layers[l].size(0); ++head) {
@@ -83,7 +83,7 @@ void write_attention_pictures(const TranslateArgs& a, const std::vector<std::str
       auto self =
           layer_panels(r.encoder_self_layers, "encoder self", r.source_tokens, r.source_tokens);
       for (auto& p : layer_panels(r.decoder_self_layers, "decoder self", h.row_labels,
-                                  seq2seq::decoder_inputs(r)))
+                                  translate::decoder_inputs(r)))
         self.push_back(std::move(p));
       for (const char* ext : {".png", ".svg"}) {
         viz::render_heatmaps(cross, base + "-cross" + ext);
@@ -99,10 +99,10 @@ void write_attention_pictures(const TranslateArgs& a, const std::vector<std::str
 int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
-  seq2seq::Translator translator(a.model, a.compute_type);
+  translate::Translator translator(a.model, a.compute_type);
   const auto lines = data::read_lines(a.input);
   const auto started = std::chrono::steady_clock::now();
-  seq2seq::SearchStats stats;
+  decoding::SearchStats stats;
   auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches, &stats);
   const auto searched = std::chrono::steady_clock::now();
   if (a.format == "json" || !a.attention_out.empty()) translator.add_attention_maps(results);
@@ -127,7 +127,7 @@ int run(const TranslateArgs& a) {
       }
       continue;
     }
-    auto j = serve::translation_json(r);
+    auto j = translate::translation_json(r);
     j["source"] = lines[i];
     nlohmann::json nbest = nlohmann::json::array();
     for (const auto& [text, score] : r.nbest)

@@ -1,8 +1,8 @@
 // Translates stdin, a sentence a line, with a model directory made by `attnkit train`.
 
 #include <attnkit/core/error.h>
-#include <attnkit/seq2seq/search.h>
-#include <attnkit/seq2seq/translator.h>
+#include <attnkit/decoding/search.h>
+#include <attnkit/translate/translator.h>
 
 #include <iostream>
 #include <string>
@@ -14,10 +14,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    attnkit::seq2seq::Translator translator(argv[1]);
+    attnkit::translate::Translator translator(argv[1]);
     std::vector<std::string> sentences;
     for (std::string line; std::getline(std::cin, line);) sentences.push_back(line);
-    attnkit::seq2seq::SearchOptions options;  // beam 5, as `attnkit translate`
+    attnkit::decoding::SearchOptions options;  // beam 5, as `attnkit translate`
     for (const auto& t : translator.translate(sentences, options)) std::cout << t.text << "\n";
   } catch (const attnkit::Error& e) {
     std::cerr << "translate: " << e.what() << "\n";

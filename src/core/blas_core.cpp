@@ -13,7 +13,7 @@
 namespace attnkit {
 namespace {
 
-std::string lower(std::string s) {
+std::string ascii_lower_copy(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), ::tolower);
   return s;
 }
@@ -35,7 +35,7 @@ int openblas_core_level(const std::string& core) {
       {"sandybridge", 1},  {"bulldozer", 1},     {"piledriver", 1}, {"steamroller", 1},
       {"excavator", 1},    {"haswell", 2},       {"zen", 2},        {"skylakex", 3},
       {"cooperlake", 3},   {"sapphirerapids", 3}};
-  auto it = levels.find(lower(core));
+  auto it = levels.find(ascii_lower_copy(core));
   return it == levels.end() ? -1 : it->second;
 }
 

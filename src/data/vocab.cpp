@@ -1,5 +1,7 @@
 #include "attnkit/data/vocab.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -82,6 +84,20 @@ Vocab Vocab::load(const std::string& path) {
   }
   if (n < 4) throw Error(path + ": truncated vocabulary (" + std::to_string(n) + " lines)");
   return v;
+}
+
+std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs) {
+  size_t width = 1;
+  for (const auto& s : seqs) width = std::max(width, s.size());
+  auto ids = at::zeros({static_cast<int64_t>(seqs.size()), static_cast<int64_t>(width)}, at::kLong);
+  auto lengths = at::zeros({static_cast<int64_t>(seqs.size())}, at::kLong);
+  auto ids_a = ids.accessor<int64_t, 2>();
+  auto len_a = lengths.accessor<int64_t, 1>();
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t j = 0; j < seqs[i].size(); ++j) ids_a[i][j] = seqs[i][j];
+    len_a[i] = static_cast<int64_t>(seqs[i].size());
+  }
+  return {ids, lengths};
 }
 
 }  // namespace attnkit::data

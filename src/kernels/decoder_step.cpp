@@ -22,7 +22,7 @@ at::Tensor frozen(const at::Tensor& t) {
 }
 
 // A weight [out, in] packed, and its [out] bias or none.
-PackedLinear packed(ComputeType type, const at::Tensor& w, const at::Tensor& b = {}) {
+PackedLinear pack_for_step(ComputeType type, const at::Tensor& w, const at::Tensor& b = {}) {
   return w.defined() ? PackedLinear(frozen(w), frozen(b), type) : PackedLinear();
 }
 
@@ -56,16 +56,16 @@ PackedDecoderWeights::PackedDecoderWeights(const DecoderStepWeights& w, ComputeT
               "DecoderStep: every GRU layer needs w_ih, w_hh, b_ih and b_hh");
   auto p = std::make_unique<Impl>();
   p->table = w.table.detach().contiguous();
-  p->feed = packed(type, w.w_feed);
+  p->feed = pack_for_step(type, w.w_feed);
   for (size_t l = 0; l < w.w_hh.size(); ++l) {
-    p->w_ih.push_back(l > 0 ? packed(type, w.w_ih[l], w.b_ih[l]) : PackedLinear());
-    p->w_hh.push_back(packed(type, w.w_hh[l], w.b_hh[l]));
+    p->w_ih.push_back(l > 0 ? pack_for_step(type, w.w_ih[l], w.b_ih[l]) : PackedLinear());
+    p->w_hh.push_back(pack_for_step(type, w.w_hh[l], w.b_hh[l]));
   }
-  p->query = packed(type, w.w_query);
+  p->query = pack_for_step(type, w.w_query);
   p->v = frozen(w.v);
-  p->combine = packed(type, w.w_combine, w.b_combine);
-  p->output = packed(type, w.w_output, w.b_output);
-  p->key = packed(type, w.w_key, w.b_key);
+  p->combine = pack_for_step(type, w.w_combine, w.b_combine);
+  p->output = pack_for_step(type, w.w_output, w.b_output);
+  p->key = pack_for_step(type, w.w_key, w.b_key);
   p->hidden = w.w_hh[0].size(1);
   impl_ = std::move(p);
 }

@@ -11,7 +11,7 @@
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/po/plural.h"
 #include "attnkit/po/protect.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 
 namespace attnkit::po {
 namespace {
@@ -44,7 +44,7 @@ std::vector<std::string> split_lines(const std::string& s) {
 
 // The model's target language: config.json's target_lang, else what the target tokenizer
 // implies ("zh"), else "" (unknown).
-std::string model_language(const seq2seq::ModelConfig& c) {
+std::string model_language(const translate::ModelConfig& c) {
   if (!c.target_lang.empty()) return c.target_lang;
   if (c.target_tokenizer == "zh") return "zh";
   return "";
@@ -180,7 +180,7 @@ std::string plural_forms(const std::string& lang) {
   return "";
 }
 
-PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translator,
+PretranslateReport pretranslate(Catalog& catalog, translate::Translator& translator,
                                 const Memory& memory, const PretranslateOptions& options) {
   const std::string lang = options.lang.empty() ? catalog.header_field("Language") : options.lang;
   if (lang.empty())
@@ -269,7 +269,7 @@ PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translato
   // The model, in chunks so that progress can be shown.
   std::vector<std::string> texts;
   for (const auto& s : segments) texts.push_back(s.text);
-  std::vector<seq2seq::Translation> results;
+  std::vector<translate::Translation> results;
   const size_t chunk = std::max<size_t>(options.batch_size * 8, 64);
   for (size_t start = 0; start < texts.size(); start += chunk) {
     const std::vector<std::string> part(texts.begin() + start,

@@ -11,8 +11,8 @@
 
 #include "attnkit/po/catalog.h"
 #include "attnkit/po/pretranslate.h"
-#include "attnkit/seq2seq/translator.h"
-#include "attnkit/serve/translation_json.h"
+#include "attnkit/translate/translation_json.h"
+#include "attnkit/translate/translator.h"
 
 namespace attnkit::serve {
 

@@ -4,7 +4,7 @@
 
 namespace attnkit::serve {
 
-Batcher::Batcher(seq2seq::Translator& translator, size_t max_batch, double window_ms)
+Batcher::Batcher(translate::Translator& translator, size_t max_batch, double window_ms)
     : translator_(translator),
       max_batch_(max_batch),
       window_ms_(window_ms),
@@ -19,7 +19,7 @@ Batcher::~Batcher() {
   worker_.join();
 }
 
-std::future<seq2seq::Translation> Batcher::submit(const std::string& text, int beam) {
+std::future<translate::Translation> Batcher::submit(const std::string& text, int beam) {
   Request r{text, beam, {}};
   auto future = r.promise.get_future();
   {
@@ -71,7 +71,7 @@ void Batcher::loop() {
     std::vector<std::string> texts;
     for (const auto& r : batch) texts.push_back(r.text);
     try {
-      seq2seq::SearchOptions options;
+      decoding::SearchOptions options;
       options.beam_size = batch.front().beam;
       auto results = translator_.translate(texts, options, max_batch_);
       translator_.add_attention_maps(results);  // the page's layer and head picker

@@ -11,16 +11,16 @@
 #include <string>
 #include <thread>
 
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 
 namespace attnkit::serve {
 
 class Batcher {
  public:
-  Batcher(seq2seq::Translator& translator, size_t max_batch, double window_ms);
+  Batcher(translate::Translator& translator, size_t max_batch, double window_ms);
   ~Batcher();
   // Queued; the future is ready when the batch holding it has been translated.
-  std::future<seq2seq::Translation> submit(const std::string& text, int beam);
+  std::future<translate::Translation> submit(const std::string& text, int beam);
   // Runs `job` on the batcher's thread between two batches, with the translator to itself (a
   // catalog for POST /api/po); the future is ready when it has run.
   std::future<void> run(std::function<void()> job);
@@ -32,11 +32,11 @@ class Batcher {
   struct Request {
     std::string text;
     int beam;
-    std::promise<seq2seq::Translation> promise;
+    std::promise<translate::Translation> promise;
   };
   void loop();
 
-  seq2seq::Translator& translator_;
+  translate::Translator& translator_;
   size_t max_batch_;
   double window_ms_;
   std::mutex mutex_;

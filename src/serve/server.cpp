@@ -18,7 +18,7 @@
 #include "attnkit/core/signals.h"
 #include "attnkit/po/catalog.h"
 #include "attnkit/po/pretranslate.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 #include "attnkit/version.h"
 #include "batcher.h"
 #include "connections.h"
@@ -84,7 +84,7 @@ json translate(const json& body, Batcher& batcher, const Connections& connection
 // What POST /api/po needs besides the batcher: the model (used only on the batcher's thread)
 // and the translation memory of its training pairs.
 struct PoService {
-  seq2seq::Translator& translator;
+  translate::Translator& translator;
   po::Memory memory;
 };
 
@@ -161,7 +161,7 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher, 
                }
                if (po) {  // the model's (read once it loaded: immutable)
                  const auto& config = po->translator.config();
-                 health["arch"] = seq2seq::to_string(config.arch);
+                 health["arch"] = translate::to_string(config.arch);
                  health["compute_type"] = kernels::to_string(config.compute_type());
                }
                reply(res, 200, health);
@@ -227,11 +227,11 @@ void on_signal(int) {
 }  // namespace
 
 int run_server(const ServerOptions& o) {
-  std::unique_ptr<seq2seq::Translator> translator;
+  std::unique_ptr<translate::Translator> translator;
   std::unique_ptr<PoService> po;  // before the batcher: a job still running refers to it
   std::unique_ptr<Batcher> batcher;
   if (!o.model_dir.empty()) {
-    translator = std::make_unique<seq2seq::Translator>(o.model_dir, o.compute_type);
+    translator = std::make_unique<translate::Translator>(o.model_dir, o.compute_type);
     po = std::make_unique<PoService>(PoService{*translator, {}});
     const auto& corpus = translator->config().train_corpus;
     if (!corpus.empty() && std::filesystem::exists(corpus)) po->memory.add_corpus(corpus);

@@ -9,7 +9,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/io/state_dict.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
 
 namespace attnkit::train {
 namespace fs = std::filesystem;
@@ -67,7 +67,7 @@ void average_weights(torch::nn::Module& module, const std::vector<std::string>& 
   if (files.empty()) throw Error("average: no weight files to average");
   io::TensorDict sums;
   for (size_t f = 0; f < files.size(); ++f) {
-    seq2seq::load_weights(module, files[f]);
+    io::load_weights(module, files[f]);
     const auto weights = io::state_dict(module);
     if (f == 0) {
       for (const auto& [name, t] : weights)

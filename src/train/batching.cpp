@@ -7,7 +7,7 @@
 
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/vocab.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 
 namespace attnkit::train {
 
@@ -75,9 +75,9 @@ Batch collate(const std::vector<Example>& examples, const std::vector<size_t>& m
     inputs.push_back(std::move(in));
     outputs.push_back(std::move(out));
   }
-  std::tie(b.source, b.lengths) = seq2seq::pad_batch(sources);
-  b.target_in = seq2seq::pad_batch(inputs).first;
-  b.target_out = seq2seq::pad_batch(outputs).first;
+  std::tie(b.source, b.lengths) = data::pad_batch(sources);
+  b.target_in = data::pad_batch(inputs).first;
+  b.target_out = data::pad_batch(outputs).first;
   return b;
 }
 

@@ -1,5 +1,7 @@
 #include "attnkit/train/checkpoint.h"
 
+#include <torch/nn/module.h>
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
@@ -12,6 +14,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/io/weights.h"
 
 namespace attnkit::train {
 namespace fs = std::filesystem;
@@ -76,17 +79,20 @@ Position load_checkpoint(const std::string& path, Trainable& model, torch::optim
   return p;
 }
 
-void load_checkpoint_weights(Trainable& model, const std::string& path) {
+void load_checkpoint_weights(torch::nn::Module& model, const std::string& path) {
   if (!fs::exists(path)) throw Error(path + ": no such checkpoint");
+  const auto expected = io::shapes_of(model);
   try {
-    torch::serialize::InputArchive archive, model_archive;
+    torch::serialize::InputArchive archive, weights;
     std::istringstream bytes(io::read_checked_archive(path));  // CRCs first
     archive.load_from(bytes);
-    archive.read("model", model_archive);
-    model.load(model_archive);
+    archive.read("model", weights);
+    model.load(weights);
   } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
-    throw Error(path + ": cannot read the weights (" + first_line(e.what()) + ")");
+    throw Error(path + ": cannot load the checkpoint's weights into the configured model (" +
+                first_line(e.what()) + ")");
   }
+  io::check_loaded(model, path, expected);
 }
 
 }  // namespace attnkit::train

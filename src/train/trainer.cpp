@@ -22,7 +22,6 @@
 #include "attnkit/kernels/lanes.h"
 #include "attnkit/train/averaging.h"
 #include "attnkit/train/checkpoint.h"
-#include "attnkit/train/seq2seq_trainable.h"
 #include "attnkit/train/step.h"
 
 namespace attnkit::train {
@@ -92,8 +91,9 @@ class Run {
         checkpoint_((fs::path(o.model_dir) / "checkpoint.pt").string()),
         parameters_(model.parameters()),
         optimizer_(parameters_, torch::optim::AdamOptions(o.learning_rate)),
-        valid_data_{data.valid, data.valid_sources, data.valid_references, o.valid_bleu_sentences,
-                    o.bleu_tokenize},
+        valid_data_{
+            data.valid,      data.valid_sources, data.valid_references, o.valid_bleu_sentences,
+            o.bleu_tokenize, o.translate},
         validator_(model, valid_data_, (fs::path(o.model_dir) / "model.pt").string(),
                    o.batch_size) {}
 
@@ -495,20 +495,6 @@ TrainResult train_model(Trainable& model, const TrainData& data, const TrainOpti
   g_interrupted = false;
   SignalGuard ctrl_c({SIGINT}, on_sigint);
   return Run(model, data, o).run();
-}
-
-TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& config,
-                        const data::Vocab& source_vocab, const data::Vocab& target_vocab,
-                        const TrainData& data, const TrainOptions& options) {
-  Seq2SeqTrainable trainable(model, config, source_vocab, target_vocab);
-  return train_model(trainable, data, options);
-}
-
-void load_checkpoint_weights(seq2seq::Seq2Seq& model, const std::string& checkpoint_path) {
-  seq2seq::ModelConfig config;
-  data::Vocab vocab;
-  Seq2SeqTrainable trainable(model, config, vocab, vocab);
-  load_checkpoint_weights(static_cast<Trainable&>(trainable), checkpoint_path);
 }
 
 }  // namespace attnkit::train

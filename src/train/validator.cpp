@@ -34,13 +34,13 @@ double Validator::loss() {
 }
 
 double Validator::bleu() {
-  if (data_.sources.empty()) return -1;
+  if (data_.sources.empty() || !data_.translate) return -1;
   const size_t n = std::min(data_.bleu_sentences, data_.sources.size());
   const std::vector<std::string> sources(data_.sources.begin(), data_.sources.begin() + n);
   const std::vector<std::string> refs(data_.references.begin(), data_.references.begin() + n);
   eval::BleuOptions options;
   options.tokenize = data_.bleu_tokenize;
-  return eval::corpus_bleu(model_.translate(sources), {refs}, options).score;
+  return eval::corpus_bleu(data_.translate(sources), {refs}, options).score;
 }
 
 Validation Validator::validate(const Position& p) {

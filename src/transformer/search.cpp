@@ -10,7 +10,7 @@ TransformerStepDecoder::TransformerStepDecoder(TransformerModel& model, const at
     : model_(model),
       state_(model->start(model->encode(source, lengths, /*maps=*/nullptr, /*packed=*/true))) {}
 
-seq2seq::StepDecoder::Step TransformerStepDecoder::step(const at::Tensor& tokens) {
+decoding::StepDecoder::Step TransformerStepDecoder::step(const at::Tensor& tokens) {
   Step out;
   out.logits = model_->step(tokens, state_, &out.attention);
   return out;
@@ -21,16 +21,16 @@ void TransformerStepDecoder::reorder(const at::Tensor& origin, const at::Tensor&
   state_.reorder(origin, sentences, width);
 }
 
-std::vector<std::vector<seq2seq::Hypothesis>> search(TransformerModel& model,
-                                                     const at::Tensor& source,
-                                                     const at::Tensor& lengths,
-                                                     const seq2seq::SearchOptions& options,
-                                                     seq2seq::SearchStats* stats) {
+std::vector<std::vector<decoding::Hypothesis>> search(TransformerModel& model,
+                                                      const at::Tensor& source,
+                                                      const at::Tensor& lengths,
+                                                      const decoding::SearchOptions& options,
+                                                      decoding::SearchStats* stats) {
   c10::InferenceMode inference;
   // Searches may share one model across threads: the flag is written only when it changes.
   if (model->is_training()) model->eval();
   TransformerStepDecoder decoder(model, source, lengths);
-  return seq2seq::search(decoder, lengths, options, stats);
+  return decoding::search(decoder, lengths, options, stats);
 }
 
 }  // namespace attnkit::transformer

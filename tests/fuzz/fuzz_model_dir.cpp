@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "attnkit/core/error.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 #include "fuzz_input.h"
 
 ATTNKIT_FUZZ_TARGET(model_dir) {
@@ -22,8 +22,8 @@ ATTNKIT_FUZZ_TARGET(model_dir) {
   for (size_t i = 0; i < 3; ++i)
     fuzz::write_file("model/" + std::string(names[i]), i < parts.size() ? parts[i] : "");
   try {
-    seq2seq::Translator translator(dir.string());
-    seq2seq::SearchOptions options;
+    translate::Translator translator(dir.string());
+    decoding::SearchOptions options;
     options.beam_size = 2;
     translator.translate({"Open the file", ""}, options);
   } catch (const Error&) {

@@ -5,7 +5,9 @@
 #include <filesystem>
 
 #include "attnkit/core/error.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/train/checkpoint.h"
+#include "attnkit/translate/model_dir.h"
 #include "fuzz_input.h"
 
 ATTNKIT_FUZZ_TARGET(weights) {
@@ -14,19 +16,19 @@ ATTNKIT_FUZZ_TARGET(weights) {
   if (parts.size() < 2) return 0;
   fuzz::write_file("weights/config.json", parts[0]);
   const std::string path = fuzz::write_file("weights/model.pt", parts[1]);
-  seq2seq::ModelConfig config;
+  translate::ModelConfig config;
   try {
-    config = seq2seq::load_config((fuzz::scratch_dir() / "weights").string());
+    config = translate::load_config((fuzz::scratch_dir() / "weights").string());
   } catch (const Error&) {
     return 0;
   }
-  seq2seq::Seq2Seq model(config.model);
+  rnn::RnnModel model(config.model);
   try {
-    seq2seq::load_weights(model, path);
+    io::load_weights(*model, path);
   } catch (const Error&) {
   }
   try {
-    seq2seq::load_checkpoint_model(model, path);
+    train::load_checkpoint_weights(*model, path);
   } catch (const Error&) {
   }
   return 0;

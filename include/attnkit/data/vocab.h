@@ -1,8 +1,11 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace attnkit::data {
@@ -34,5 +37,8 @@ class Vocab {
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int64_t> ids_;
 };
+
+// Pads token-id sequences into [B, max(len, 1)] with 0 (Vocab::kPad) and returns (ids, lengths).
+std::pair<at::Tensor, at::Tensor> pad_batch(const std::vector<std::vector<int64_t>>& seqs);
 
 }  // namespace attnkit::data

@@ -10,7 +10,7 @@
 // One inference step of the attention decoder (GRU layers, soft additive or Bahdanau attention,
 // with or without input feeding), in float32 on raw buffers.
 //
-// Why it exists: at batch 1 the LibTorch step (seq2seq::DecoderImpl::step) spends most of its
+// Why it exists: at batch 1 the LibTorch step (rnn::DecoderImpl::step) spends most of its
 // time in per-op overhead and in OpenBLAS packing whole weight matrices for one-row GEMMs. Here
 // the weights are packed once per decoder for the AVX-512 or AVX2 blocks (kernels::PackedLinear,
 // whatever the rows: decoding's speed does not depend on which kernels OpenBLAS picked), the GRU
@@ -19,7 +19,7 @@
 //
 // The reference is DecoderImpl::step in eval mode; tests/test_fused_step.cpp holds this step to it
 // (logits, states and attention, at batch 1 and on the packed path, with masks and layers).
-// seq2seq::FusedStep builds the weights from a Decoder and keeps them across searches.
+// rnn::FusedStep builds the weights from a Decoder and keeps them across searches.
 namespace attnkit::kernels {
 
 // The weights a step multiplies by, as views of the decoder's own tensors (no copies).

@@ -6,10 +6,10 @@
 #include <tuple>
 #include <vector>
 
+#include "attnkit/decoding/search.h"
 #include "attnkit/po/catalog.h"
 #include "attnkit/po/protect.h"
-#include "attnkit/seq2seq/search.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/translate/translator.h"
 
 // Pre-translating a catalog for the people who translate it (`attnkit po translate`): every
 // untranslated entry gets a suggestion, from a translation memory when one has the exact message,
@@ -58,7 +58,7 @@ struct PretranslateOptions {
   std::string lang;     // the catalog's language (its header's Language: when empty)
   bool protect = true;  // po::protect/restore around the model (off: measure without)
   bool use_memory = true;
-  seq2seq::SearchOptions search;
+  decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
   // Called with (done, total) segments while the model translates.
@@ -91,13 +91,13 @@ struct PretranslateReport {
   // With PretranslateOptions::keep_translations: what the model read and wrote for each segment
   // (the protected line, e.g. "Open %s", and its translation with attention).
   std::vector<std::string> inputs;
-  std::vector<seq2seq::Translation> translations;
+  std::vector<translate::Translation> translations;
 };
 
 // Fills `catalog`'s untranslated entries (see above) and the header fields msginit fills for a
 // new translation (an empty Language, a template's Plural-Forms and charset). Throws
 // attnkit::Error when the catalog names no language, or one the model was not trained for.
-PretranslateReport pretranslate(Catalog& catalog, seq2seq::Translator& translator,
+PretranslateReport pretranslate(Catalog& catalog, translate::Translator& translator,
                                 const Memory& memory, const PretranslateOptions& options);
 
 // What `po stats` prints.

@@ -27,7 +27,7 @@ std::vector<std::string> kept_weights(const std::string& model_dir);
 // `keep` kept files.
 void keep_weights(Trainable& model, const std::string& model_dir, int64_t step, int64_t keep);
 
-// Loads each weight file into `module` in turn (seq2seq::load_weights: shapes and finite values
+// Loads each weight file into `module` in turn (io::load_weights: shapes and finite values
 // checked, errors naming the file) and leaves the module holding their element-wise mean,
 // summed in double precision. Tensors that are not floating point must be equal in every file.
 void average_weights(torch::nn::Module& module, const std::vector<std::string>& files);

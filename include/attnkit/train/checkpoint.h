@@ -9,10 +9,13 @@
 namespace torch::optim {
 class Adam;
 }
+namespace torch::nn {
+class Module;
+}
 
 // Training checkpoints (model_dir/checkpoint.pt): the weights, the optimizer's state, the random
 // generator and where the run stands, so that a resumed run continues exactly as an
-// uninterrupted one would (tests/test_seq2seq.cpp checks it bit for bit).
+// uninterrupted one would (tests/test_rnn.cpp checks it bit for bit).
 namespace attnkit::train {
 
 // Where a run stands, and what its decisions depend on.
@@ -32,7 +35,8 @@ void save_checkpoint(const std::string& path, Trainable& model, torch::optim::Ad
 Position load_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,
                          Position position = {});
 
-// The latest weights in a training checkpoint, rather than the best (model.pt).
-void load_checkpoint_weights(Trainable& model, const std::string& checkpoint_path);
+// The latest weights in a training checkpoint (its "model" entry) into `model`, rather than the
+// best (model.pt); the names, shapes and values checked as io::load_weights checks them.
+void load_checkpoint_weights(torch::nn::Module& model, const std::string& checkpoint_path);
 
 }  // namespace attnkit::train

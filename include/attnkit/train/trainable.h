@@ -14,8 +14,7 @@ class OutputArchive;
 }  // namespace torch::serialize
 
 // What the training loop (train/trainer.h) needs of a model, and nothing of its architecture:
-// the loop calls these, so another model (the Transformer) plugs into the same loop by
-// implementing them. train/seq2seq_trainable.h is the GRU encoder-decoder's.
+// each model implements it in its own folder (rnn/trainable.h, transformer/trainable.h).
 namespace attnkit::train {
 
 struct LossOptions {
@@ -45,8 +44,6 @@ class Trainable {
   virtual bool runs_in_lanes() const { return false; }
   // The mean token cross-entropy of a batch, without label smoothing or gradients.
   virtual double validation_loss(const Batch& batch) = 0;
-  // Greedy translations of raw source sentences, for validation BLEU.
-  virtual std::vector<std::string> translate(const std::vector<std::string>& sources) = 0;
   // The weights alone, in the model directory's format (model.pt).
   virtual void save_weights(const std::string& path) = 0;
   // The weights into and out of a training checkpoint.

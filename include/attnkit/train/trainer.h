@@ -5,9 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/data/vocab.h"
-#include "attnkit/seq2seq/model.h"
-#include "attnkit/seq2seq/translator.h"
 #include "attnkit/train/batching.h"
 #include "attnkit/train/distributed.h"
 #include "attnkit/train/trainable.h"
@@ -87,6 +84,9 @@ struct TrainOptions {
   // summed across ranks, and rank 0 validates, logs and checkpoints. Null: one process.
   Distributed* distributed = nullptr;
   std::function<void(const TrainEvent&)> on_event;  // optional
+  // Greedy translations of raw sentences by the model being trained, for validation BLEU
+  // (translate/training.h sets it); unset: validation by loss alone.
+  std::function<std::vector<std::string>(const std::vector<std::string>&)> translate;
 };
 
 struct TrainData {
@@ -120,13 +120,5 @@ struct TrainResult {
 // run continues exactly), and metrics.jsonl. config.json and the vocabularies are the caller's to
 // write. Ctrl-C stops it at the next batch, checkpointed.
 TrainResult train_model(Trainable& model, const TrainData& data, const TrainOptions& options);
-
-// The GRU encoder-decoder through Seq2SeqTrainable.
-TrainResult train_model(seq2seq::Seq2Seq& model, const seq2seq::ModelConfig& config,
-                        const data::Vocab& source_vocab, const data::Vocab& target_vocab,
-                        const TrainData& data, const TrainOptions& options);
-
-// The latest weights in a training checkpoint (model_dir/checkpoint.pt), rather than the best.
-void load_checkpoint_weights(seq2seq::Seq2Seq& model, const std::string& checkpoint_path);
 
 }  // namespace attnkit::train

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct ValidationData {
   std::vector<std::string> sources, references;  // raw text, for BLEU
   size_t bleu_sentences = 300;                   // how many of them BLEU translates
   std::string bleu_tokenize = "13a";             // sacreBLEU's tokenizer for the target
+  // Greedy translations of raw sentences by the model being trained (translate::greedy_texts
+  // over a Translator sharing its weights); unset: no BLEU.
+  std::function<std::vector<std::string>(const std::vector<std::string>&)> translate;
 };
 
 struct Validation {

@@ -18,9 +18,11 @@
 #include "attnkit/core/info.h"
 #include "attnkit/data/synthetic.h"
 #include "attnkit/data/tokenizer.h"
-#include "attnkit/seq2seq/search.h"
-#include "attnkit/seq2seq/translator.h"
+#include "attnkit/decoding/search.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/rnn/search.h"
 #include "attnkit/train/trainer.h"
+#include "attnkit/translate/translator.h"
 #include "attnkit/version.h"
 #include "testing.h"
 
@@ -30,7 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Task {
-  seq2seq::ModelConfig config;
+  translate::ModelConfig config;
   data::Vocab vocab;
   train::TrainData data;
   std::vector<data::SyntheticExample> test;
@@ -43,10 +45,8 @@ Task make_task(const std::string& name, size_t train_count) {
   t.data = std::move(synthetic.data);
   t.test = std::move(synthetic.test);
   t.config.source_tokenizer = t.config.target_tokenizer = "en";
-  t.config.model = seq2seq::Seq2SeqOptions(t.vocab.size(), t.vocab.size())
-                       .embed_size(16)
-                       .hidden_size(48)
-                       .dropout(0.0);
+  t.config.model =
+      rnn::RnnOptions(t.vocab.size(), t.vocab.size()).embed_size(16).hidden_size(48).dropout(0.0);
   return t;
 }
 
@@ -62,11 +62,11 @@ train::TrainOptions quick_options(const std::string& dir) {
 }
 
 // Trains `model` on the task's data for `epochs` epochs with quick_options into `dir`.
-train::TrainResult train_for(const Task& t, seq2seq::Seq2Seq& model, const std::string& dir,
+train::TrainResult train_for(const Task& t, rnn::RnnModel& model, const std::string& dir,
                              int64_t epochs) {
   auto o = quick_options(dir);
   o.epochs = epochs;
-  return train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  return testing::train(t.config, model, t.vocab, t.vocab, t.data, o);
 }
 
 class SyntheticTask : public ::testing::TestWithParam<std::string> {};
@@ -77,14 +77,14 @@ TEST_P(SyntheticTask, LearnsItAndAttentionFollowsTheGoldAlignment) {
   set_threads(1);
   at::manual_seed(1);
   auto t = make_task(GetParam(), 2500);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir(GetParam());
   train_for(t, model, dir.str(), /*epochs=*/12);
 
-  seq2seq::Translator translator(t.config, model, t.vocab, t.vocab);
+  auto translator = testing::translator_for(t.config, model, t.vocab, t.vocab);
   std::vector<std::string> sources;
   for (const auto& e : t.test) sources.push_back(e.pair.source);
-  seq2seq::SearchOptions greedy;
+  decoding::SearchOptions greedy;
   greedy.beam_size = 1;
   auto out = translator.translate(sources, greedy);
   size_t exact = 0, links = 0, aligned = 0;
@@ -120,39 +120,39 @@ INSTANTIATE_TEST_SUITE_P(Tasks, SyntheticTask, ::testing::Values("copy", "revers
 TEST(Search, BeamOfOneEqualsGreedy) {
   at::manual_seed(2);
   auto t = make_task("reverse", 400);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir("beam");
   train_for(t, model, dir.str(), /*epochs=*/2);  // partly trained: ties unlikely
   auto tok = data::make_tokenizer("en");
   std::vector<std::vector<int64_t>> ids;
   for (const auto& e : t.test) ids.push_back(t.vocab.encode(tok->tokenize(e.pair.source)));
-  auto [source, lengths] = seq2seq::pad_batch(ids);
-  seq2seq::SearchOptions one;
+  auto [source, lengths] = data::pad_batch(ids);
+  decoding::SearchOptions one;
   one.beam_size = 1;
-  auto greedy = seq2seq::greedy_search(model, source, lengths, one);
-  auto beam = seq2seq::beam_search(model, source, lengths, one);
+  auto greedy = rnn::greedy_search(model, source, lengths, one);
+  auto beam = rnn::beam_search(model, source, lengths, one);
   ASSERT_EQ(greedy.size(), beam.size());
   for (size_t i = 0; i < greedy.size(); ++i) {
     EXPECT_EQ(greedy[i][0].tokens, beam[i][0].tokens) << "sentence " << i;
     EXPECT_NEAR(greedy[i][0].score, beam[i][0].score, 1e-6);
   }
   // Sentences leave the batch as they finish: a batch gives what each sentence gives alone.
-  seq2seq::SearchOptions three;
+  decoding::SearchOptions three;
   three.beam_size = 3;
-  auto together = seq2seq::beam_search(model, source, lengths, three);
-  auto greedy_together = seq2seq::greedy_search(model, source, lengths, one);
+  auto together = rnn::beam_search(model, source, lengths, three);
+  auto greedy_together = rnn::greedy_search(model, source, lengths, one);
   for (size_t i = 0; i < ids.size(); i += 7) {
-    auto [alone_src, alone_len] = seq2seq::pad_batch({ids[i]});
-    EXPECT_EQ(seq2seq::beam_search(model, alone_src, alone_len, three)[0][0].tokens,
+    auto [alone_src, alone_len] = data::pad_batch({ids[i]});
+    EXPECT_EQ(rnn::beam_search(model, alone_src, alone_len, three)[0][0].tokens,
               together[i][0].tokens);
-    EXPECT_EQ(seq2seq::greedy_search(model, alone_src, alone_len, one)[0][0].tokens,
+    EXPECT_EQ(rnn::greedy_search(model, alone_src, alone_len, one)[0][0].tokens,
               greedy_together[i][0].tokens);
   }
   // n-best lists: distinct hypotheses, best first.
-  seq2seq::SearchOptions wide;
+  decoding::SearchOptions wide;
   wide.beam_size = 4;
   wide.nbest = 3;
-  auto w = seq2seq::beam_search(model, source, lengths, wide);
+  auto w = rnn::beam_search(model, source, lengths, wide);
   for (const auto& list : w) {
     ASSERT_EQ(list.size(), 3u);
     EXPECT_GE(list[0].score, list[1].score);
@@ -167,17 +167,17 @@ TEST(Search, BeamOfOneEqualsGreedy) {
 
   // Batches translated side by side on threads give exactly the sequential results, each in
   // its input position, whichever thread searched it.
-  seq2seq::Translator translator(t.config, model, t.vocab, t.vocab);
+  auto translator = testing::translator_for(t.config, model, t.vocab, t.vocab);
   std::vector<std::string> sources;
   for (const auto& e : t.test) sources.push_back(e.pair.source);
   sources.insert(sources.begin() + 3, "");  // an empty line stays in place
   for (int64_t beam_size : {1, 3, -3}) {    // -3: beam 3 on the reference step (no FusedStep)
-    seq2seq::SearchOptions search;
+    decoding::SearchOptions search;
     search.beam_size = std::abs(beam_size);
     search.nbest = beam_size == 1 ? 1 : 2;
     search.fused = beam_size > 0;
     SCOPED_TRACE("beam " + std::to_string(beam_size));
-    seq2seq::SearchStats work;
+    decoding::SearchStats work;
     const auto sequential = translator.translate(sources, search, 5, 1, &work);
     if (beam_size == 1) {  // greedy: one row per step a sentence decodes, one attention row each
       int64_t rows = 0;
@@ -188,7 +188,7 @@ TEST(Search, BeamOfOneEqualsGreedy) {
     EXPECT_GT(work.decoder_rows, 0);
     EXPECT_GT(work.source_tokens, 0);
     for (int parallel : {0, 2, 3}) {  // 0: one per configured thread
-      seq2seq::SearchStats parallel_work;
+      decoding::SearchStats parallel_work;
       const auto side_by_side = translator.translate(sources, search, 5, parallel, &parallel_work);
       EXPECT_EQ(parallel_work.decoder_rows, work.decoder_rows);
       EXPECT_EQ(parallel_work.source_tokens, work.source_tokens);
@@ -214,17 +214,17 @@ TEST(Training, ResumeIsBitIdentical) {
   }
   t.config.model.dropout(0.2);  // so the RNG state matters
   auto run = [&](const fs::path& dir, std::vector<int64_t> legs, double teacher_forcing) {
-    seq2seq::Seq2Seq model(nullptr);
+    rnn::RnnModel model(nullptr);
     for (size_t leg = 0; leg < legs.size(); ++leg) {
       at::manual_seed(5);
-      model = seq2seq::Seq2Seq(t.config.model);
+      model = rnn::RnnModel(t.config.model);
       auto o = quick_options(dir.string());
       o.batch_size = 32;
       o.epochs = 10;
       o.teacher_forcing = teacher_forcing;
       o.max_steps = legs[leg];
       o.resume = leg > 0;
-      train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+      testing::train(t.config, model, t.vocab, t.vocab, t.data, o);
     }
     return model;
   };
@@ -243,7 +243,7 @@ TEST(Training, ResumeIsBitIdentical) {
   auto a = run(straight_dir.path(), {12}, 1.0)->named_parameters();
   // And the training moved the parameters at all.
   at::manual_seed(5);
-  seq2seq::Seq2Seq untrained(t.config.model);
+  rnn::RnnModel untrained(t.config.model);
   EXPECT_FALSE(
       untrained->named_parameters()["decoder.output.weight"].equal(a["decoder.output.weight"]));
 }
@@ -253,7 +253,7 @@ TEST(Training, ResumeIsBitIdentical) {
 TEST(Training, WithoutValidationTheLatestWeightsAreKeptAndTheRateStays) {
   at::manual_seed(4);
   auto t = make_task("copy", 200);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir("no_valid");
   const auto r = train_for(t, model, dir.str(), /*epochs=*/3);
   EXPECT_EQ(r.stopped_because, train::StopReason::Epochs);
@@ -274,8 +274,8 @@ TEST(Training, WithoutValidationTheLatestWeightsAreKeptAndTheRateStays) {
   EXPECT_NEAR(r.target_tokens_per_second * (r.train_seconds - r.paused_seconds), 3 * tokens,
               1e-6 * tokens);
   // model.pt holds the last weights.
-  seq2seq::Seq2Seq saved(t.config.model);
-  seq2seq::load_weights(saved, (dir / "model.pt").string());
+  rnn::RnnModel saved(t.config.model);
+  io::load_weights(*saved, (dir / "model.pt").string());
   const auto saved_parameters = saved->named_parameters();
   for (const auto& item : model->named_parameters())
     EXPECT_TRUE(at::equal(item.value(), saved_parameters[item.key()])) << item.key();
@@ -288,18 +288,18 @@ void mark_sigint(int) { ++g_sigint_marks; }
 // a failure included.
 TEST(Training, RestoresTheCallersSigintHandlerEvenWhenItFails) {
   auto t = make_task("copy", 50);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir("sigint");
   auto o = quick_options(dir.str());
   o.epochs = 1;
   auto broken = t.data;
   for (auto& e : broken.train) e.target[0] = 1 << 20;  // outside the vocabulary: the step throws
   auto previous = std::signal(SIGINT, mark_sigint);
-  EXPECT_ANY_THROW(train::train_model(model, t.config, t.vocab, t.vocab, broken, o));
+  EXPECT_ANY_THROW(testing::train(t.config, model, t.vocab, t.vocab, broken, o));
   g_sigint_marks = 0;
   std::raise(SIGINT);
   EXPECT_EQ(g_sigint_marks, 1);
-  train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+  testing::train(t.config, model, t.vocab, t.vocab, t.data, o);
   std::raise(SIGINT);
   EXPECT_EQ(g_sigint_marks, 2);
   std::signal(SIGINT, previous);
@@ -309,12 +309,12 @@ TEST(Training, RestoresTheCallersSigintHandlerEvenWhenItFails) {
 // calls: it does not train in lanes, and asking for them says so before any step.
 TEST(Training, LanesForAModelThatCannotRunInThemAreRefused) {
   auto t = make_task("copy", 50);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir("lanes");
   auto o = quick_options(dir.str());
   o.lanes = 2;
   try {
-    train::train_model(model, t.config, t.vocab, t.vocab, t.data, o);
+    testing::train(t.config, model, t.vocab, t.vocab, t.data, o);
     ADD_FAILURE() << "two lanes for the GRU model were accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--lanes 2: this model cannot train in lanes"),
@@ -322,25 +322,25 @@ TEST(Training, LanesForAModelThatCannotRunInThemAreRefused) {
         << e.what();
   }
   o.lanes = 1;
-  EXPECT_NO_THROW(train::train_model(model, t.config, t.vocab, t.vocab, t.data, o));
+  EXPECT_NO_THROW(testing::train(t.config, model, t.vocab, t.vocab, t.data, o));
 }
 
 TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
   try {
-    seq2seq::Translator("/no/such/model");
+    translate::Translator("/no/such/model");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/no/such/model"), std::string::npos);
   }
   auto t = make_task("copy", 50);
   testing::ScratchDir dir("mismatch");
-  seq2seq::Seq2Seq model(t.config.model);
-  seq2seq::save_config(dir.str(), t.config);
-  seq2seq::save_weights(model, (dir / "model.pt").string());
+  rnn::RnnModel model(t.config.model);
+  translate::save_config(dir.str(), t.config);
+  io::save_weights(*model, (dir / "model.pt").string());
   t.vocab.save((dir / "source.vocab").string());
   data::Vocab::build({{"only", "three", "words"}}, 1).save((dir / "target.vocab").string());
   try {
-    seq2seq::Translator translator(dir.str());
+    translate::Translator translator(dir.str());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("target.vocab has 7 tokens but config.json says"),
@@ -348,7 +348,7 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
         << e.what();
   }
   t.vocab.save((dir / "target.vocab").string());
-  EXPECT_NO_THROW(seq2seq::Translator translator(dir.str()));
+  EXPECT_NO_THROW(translate::Translator translator(dir.str()));
 }
 
 // A full disk while saving (a file-size limit in a child process stands in for it): an error
@@ -356,10 +356,10 @@ TEST(Translator, MissingDirectoryAndVocabularyMismatchAreClearErrors) {
 // LibTorch's writer before.
 TEST(ModelDirectory, AFullDiskKeepsThePreviousWeights) {
   auto t = make_task("copy", 50);
-  seq2seq::Seq2Seq model(t.config.model);
+  rnn::RnnModel model(t.config.model);
   testing::ScratchDir dir("full_disk");
   const auto path = (dir / "model.pt").string();
-  seq2seq::save_weights(model, path);
+  io::save_weights(*model, path);
   std::ifstream before_in(path, std::ios::binary);
   const std::string before((std::istreambuf_iterator<char>(before_in)), {});
   ASSERT_GT(before.size(), 32u << 10);
@@ -373,7 +373,7 @@ TEST(ModelDirectory, AFullDiskKeepsThePreviousWeights) {
     const rlimit limit{16 << 10, 16 << 10};
     setrlimit(RLIMIT_FSIZE, &limit);
     try {
-      seq2seq::save_weights(model, path);
+      io::save_weights(*model, path);
       _exit(2);  // the write should have failed
     } catch (const Error& e) {
       const std::string what = e.what();
@@ -400,25 +400,25 @@ TEST(ModelDirectory, WeightsThatDoNotFitTheConfigOrAreNotFiniteAreRefused) {
   auto t = make_task("copy", 50);
   testing::ScratchDir dir("mismatched_weights");
   const auto path = (dir / "model.pt").string();
-  seq2seq::Seq2Seq wide(seq2seq::Seq2SeqOptions(t.config.model).hidden_size(64));
-  seq2seq::save_weights(wide, path);
-  seq2seq::Seq2Seq model(t.config.model);  // hidden 48
+  rnn::RnnModel wide(rnn::RnnOptions(t.config.model).hidden_size(64));
+  io::save_weights(*wide, path);
+  rnn::RnnModel model(t.config.model);  // hidden 48
   try {
-    seq2seq::load_weights(model, path);
+    io::load_weights(*model, path);
     FAIL() << "weights of hidden size 64 loaded into a model of 48";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("but config.json describes"), std::string::npos)
         << e.what();
   }
-  seq2seq::Seq2Seq nan_model(t.config.model);
+  rnn::RnnModel nan_model(t.config.model);
   {
     torch::NoGradGuard no_grad;
     nan_model->decoder->output->bias[3] = std::numeric_limits<float>::quiet_NaN();
   }
-  seq2seq::save_weights(nan_model, path);
-  seq2seq::Seq2Seq fresh(t.config.model);
+  io::save_weights(*nan_model, path);
+  rnn::RnnModel fresh(t.config.model);
   try {
-    seq2seq::load_weights(fresh, path);
+    io::load_weights(*fresh, path);
     FAIL() << "NaN weights loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'decoder.output.bias' holds NaN or infinite values"),
@@ -432,20 +432,20 @@ TEST(ModelDirectory, WeightsThatDoNotFitTheConfigOrAreNotFiniteAreRefused) {
 TEST(ModelDirectory, AModelFromANewerAttnkitIsRefusedPlainly) {
   auto t = make_task("copy", 50);
   testing::ScratchDir dir("newer");
-  seq2seq::save_config(dir.str(), t.config);
+  translate::save_config(dir.str(), t.config);
   const auto path = (dir / "config.json").string();
   auto config = nlohmann::json::parse(std::ifstream(path));
   EXPECT_EQ(config["attnkit_version"], kVersion);
   for (const std::string version : {"0.1.0", "0.2.9"}) {
     config["attnkit_version"] = version;
     std::ofstream(path) << config.dump();
-    EXPECT_NO_THROW(seq2seq::load_config(dir.str())) << version;
+    EXPECT_NO_THROW(translate::load_config(dir.str())) << version;
   }
   for (const std::string version : {"0.3.0", "1.0.0"}) {
     config["attnkit_version"] = version;
     std::ofstream(path) << config.dump();
     try {
-      seq2seq::load_config(dir.str());
+      translate::load_config(dir.str());
       FAIL() << version << " was accepted";
     } catch (const Error& e) {
       const std::string what = e.what();
@@ -467,7 +467,7 @@ TEST(Model, BaselineReinforceGumbelAndSelfAttentionVariantsTrain) {
     if (variant == 2)
       t.config.model.weighting(WeightingKind::Hard).hard_gradient(HardGradient::Gumbel);
     if (variant == 3) t.config.model.self_attention_layers(1).self_attention_heads(2).layers(2);
-    seq2seq::Seq2Seq model(t.config.model);
+    rnn::RnnModel model(t.config.model);
     testing::ScratchDir dir("variant" + std::to_string(variant));
     auto r = train_for(t, model, dir.str(), /*epochs=*/2);
     EXPECT_EQ(r.steps, 14);

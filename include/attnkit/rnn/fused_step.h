@@ -5,14 +5,14 @@
 #include <memory>
 
 #include "attnkit/kernels/decoder_step.h"
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 
 // A Decoder's inference step on the raw-buffer kernel (kernels/decoder_step.h), for the searches:
 // it views the decoder's weights, keeps them packed across searches and threads (rebuilt when
 // training or loading changes a parameter), and keeps DecoderState's contract.
 // DecoderImpl::step stays the reference (tests/test_fused_step.cpp); the searches use this one
 // when supports() allows and SearchOptions::fused is on.
-namespace attnkit::seq2seq {
+namespace attnkit::rnn {
 
 class FusedStep {
  public:
@@ -32,4 +32,4 @@ class FusedStep {
   kernels::DecoderStep step_;
 };
 
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::rnn

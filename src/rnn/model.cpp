@@ -1,4 +1,4 @@
-#include "attnkit/seq2seq/model.h"
+#include "attnkit/rnn/model.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/options/embedding.h>
@@ -13,7 +13,7 @@
 #include "attnkit/kernels/gru_encoder.h"
 #include "attnkit/kernels/packed_linear.h"
 
-namespace attnkit::seq2seq {
+namespace attnkit::rnn {
 namespace {
 
 using torch::nn::Embedding;
@@ -22,10 +22,10 @@ using torch::nn::GRU;
 using torch::nn::GRUOptions;
 using torch::nn::Linear;
 
-int64_t directions(const Seq2SeqOptions& o) { return o.bidirectional() ? 2 : 1; }
-int64_t memory_size(const Seq2SeqOptions& o) { return o.hidden_size() * directions(o); }
+int64_t directions(const RnnOptions& o) { return o.bidirectional() ? 2 : 1; }
+int64_t memory_size(const RnnOptions& o) { return o.hidden_size() * directions(o); }
 
-int64_t decoder_input_size(const Seq2SeqOptions& o) {
+int64_t decoder_input_size(const RnnOptions& o) {
   return o.embed_size() + (o.input_feeding() ? o.hidden_size() : 0) +
          (o.attention() ? 0 : memory_size(o));
 }
@@ -33,15 +33,15 @@ int64_t decoder_input_size(const Seq2SeqOptions& o) {
 namespace dispatch = kernels::dispatch;
 
 // Which implementation the model's ops run (kernels/dispatch.h decides per op).
-dispatch::Path path(const Seq2SeqOptions& o) { return dispatch::path(o.fused_kernels()); }
+dispatch::Path path(const RnnOptions& o) { return dispatch::path(o.fused_kernels()); }
 
-at::Tensor drop(const at::Tensor& x, double p, const Seq2SeqOptions& o, bool training) {
+at::Tensor drop(const at::Tensor& x, double p, const RnnOptions& o, bool training) {
   return dispatch::dropout(path(o), x, p, training);
 }
 
 }  // namespace
 
-EncoderImpl::EncoderImpl(const Seq2SeqOptions& o)
+EncoderImpl::EncoderImpl(const RnnOptions& o)
     : options(o),
       embedding(EmbeddingOptions(o.source_vocab(), o.embed_size()).padding_idx(0)),
       gru(GRUOptions(o.embed_size(), o.hidden_size())
@@ -150,7 +150,7 @@ DecoderState DecoderState::reorder_beams(const at::Tensor& origin,
   return s;
 }
 
-DecoderImpl::DecoderImpl(const Seq2SeqOptions& o)
+DecoderImpl::DecoderImpl(const RnnOptions& o)
     : options(o),
       embedding(EmbeddingOptions(o.target_vocab(), o.embed_size()).padding_idx(0)),
       gru(GRUOptions(decoder_input_size(o), o.hidden_size())
@@ -306,20 +306,20 @@ at::Tensor DecoderImpl::project(const at::Tensor& feed) {
   return dispatch::linear(path(options), x, output->weight, output->bias);
 }
 
-Seq2SeqImpl::Seq2SeqImpl(Seq2SeqOptions o) : options(o), encoder(o), decoder(o) {
+RnnModelImpl::RnnModelImpl(RnnOptions o) : options(o), encoder(o), decoder(o) {
   register_module("encoder", encoder);
   register_module("decoder", decoder);
 }
 
-void Seq2SeqImpl::set_compute_type(kernels::ComputeType type) {
+void RnnModelImpl::set_compute_type(kernels::ComputeType type) {
   options.compute_type(type);
   encoder->options.compute_type(type);
   decoder->options.compute_type(type);
 }
 
-ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
-                                   const at::Tensor& target_in, double teacher_forcing,
-                                   const at::Tensor& positions, Head head) {
+ForwardOutput RnnModelImpl::forward(const at::Tensor& source, const at::Tensor& lengths,
+                                    const at::Tensor& target_in, double teacher_forcing,
+                                    const at::Tensor& positions, Head head) {
   TORCH_CHECK(target_in.dim() == 2 && target_in.size(0) == source.size(0), "Seq2Seq: target ",
               target_in.sizes(), " must be [B, T] for source ", source.sizes());
   TORCH_CHECK(!positions.defined() ||
@@ -390,4 +390,4 @@ ForwardOutput Seq2SeqImpl::forward(const at::Tensor& source, const at::Tensor& l
   return f;
 }
 
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::rnn

@@ -1,4 +1,4 @@
-#include "attnkit/seq2seq/search.h"
+#include "attnkit/decoding/search.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -11,9 +11,8 @@
 
 #include "attnkit/data/vocab.h"
 #include "attnkit/kernels/top_k.h"
-#include "attnkit/seq2seq/fused_step.h"
 
-namespace attnkit::seq2seq {
+namespace attnkit::decoding {
 namespace {
 
 using data::Vocab;
@@ -51,46 +50,6 @@ at::Tensor gather_attention(const std::vector<at::Tensor>& steps, const Trail& t
 }  // namespace
 
 namespace {
-
-// Searches may share one model across threads (Translator's parallel batches), so the mode flags
-// are written only when the model is still training.
-void ensure_eval(Seq2Seq& model) {
-  if (model->is_training()) model->eval();
-}
-
-// The GRU encoder-decoder as a search drives it: FusedStep when allowed, else the module's own
-// step, over a DecoderState whose source fields are per row.
-class Seq2SeqDecoder : public StepDecoder {
- public:
-  // With SearchOptions::fused, the encoder and the decoder's steps on packed weights (the
-  // encoder's GRU and bridge, the keys, every step's products) where the model allows.
-  Seq2SeqDecoder(Seq2Seq& model, const at::Tensor& source, const at::Tensor& lengths,
-                 const SearchOptions& o)
-      : decoder_(model->decoder) {
-    if (o.fused && FusedStep::supports(decoder_)) fused_.emplace(decoder_);
-    const auto encoded = model->encoder->forward(source, lengths, /*packed=*/o.fused);
-    state_ = fused_ ? fused_->start(encoded) : decoder_->start(encoded);
-  }
-  Step step(const at::Tensor& tokens) override {
-    auto out = fused_ ? fused_->step(tokens, state_) : decoder_->step(tokens, state_);
-    return {out.logits, out.attention};
-  }
-  void reorder(const at::Tensor& origin, const at::Tensor& sentences, int64_t width) override {
-    at::Tensor source_rows;  // the reference step's source fields hold one row per hypothesis
-    if (!state_.source_row.defined() && (sentences.defined() || width != width_)) {
-      auto kept = sentences.defined() ? sentences : at::arange(origin.size(0) / width, at::kLong);
-      source_rows = (kept * width_).repeat_interleave(width);
-    }
-    state_ = state_.reorder_beams(origin, source_rows);
-    width_ = width;
-  }
-
- private:
-  Decoder decoder_;
-  DecoderState state_;
-  std::optional<FusedStep> fused_;
-  int64_t width_ = 1;
-};
 
 // Counts the rows each step ran, for SearchStats.
 class CountingDecoder {
@@ -321,29 +280,4 @@ std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const at::Tens
                           : beam_search(decoder, lengths, o, stats);
 }
 
-std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
-                                                   const at::Tensor& lengths,
-                                                   const SearchOptions& o, SearchStats* stats) {
-  c10::InferenceMode inference;
-  ensure_eval(model);
-  Seq2SeqDecoder decoder(model, source, lengths, o);
-  return greedy_search(decoder, lengths, o, stats);
-}
-
-std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
-                                                 const at::Tensor& lengths, const SearchOptions& o,
-                                                 SearchStats* stats) {
-  c10::InferenceMode inference;
-  ensure_eval(model);
-  Seq2SeqDecoder decoder(model, source, lengths, o);
-  return beam_search(decoder, lengths, o, stats);
-}
-
-std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
-                                            const at::Tensor& lengths, const SearchOptions& o,
-                                            SearchStats* stats) {
-  return o.beam_size <= 1 ? greedy_search(model, source, lengths, o, stats)
-                          : beam_search(model, source, lengths, o, stats);
-}
-
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::decoding

@@ -4,11 +4,9 @@
 
 #include <vector>
 
-#include "attnkit/seq2seq/model.h"
-
-// Search strategies over one decoder-step interface (StepDecoder), which the GRU model and the
-// Transformer (transformer/search.h) each implement.
-namespace attnkit::seq2seq {
+// Search strategies over one decoder-step interface (StepDecoder), which each model implements
+// (rnn/search.h, transformer/search.h): nothing here knows an architecture.
+namespace attnkit::decoding {
 
 struct SearchOptions {
   int64_t beam_size = 5;          // 1 = greedy
@@ -16,7 +14,8 @@ struct SearchOptions {
   double max_length_ratio = 2.0;  // at most ratio * source length + max_length_extra tokens
   int64_t max_length_extra = 5;
   int64_t nbest = 1;
-  // Decode with FusedStep where the model's configuration allows; false: DecoderImpl::step.
+  // Decode on the model's fused inference kernels where its configuration allows (the GRU
+  // model's rnn::FusedStep); false: its modules' own step, the reference.
   bool fused = true;
 };
 
@@ -62,19 +61,4 @@ std::vector<std::vector<Hypothesis>> search(StepDecoder& decoder, const at::Tens
                                             const SearchOptions& options,
                                             SearchStats* stats = nullptr);
 
-// One list of hypotheses (best first, at most nbest) per source sentence.
-// source [B, S], lengths [B]. The model is put in eval mode for the search.
-std::vector<std::vector<Hypothesis>> greedy_search(Seq2Seq& model, const at::Tensor& source,
-                                                   const at::Tensor& lengths,
-                                                   const SearchOptions& options,
-                                                   SearchStats* stats = nullptr);
-std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const at::Tensor& source,
-                                                 const at::Tensor& lengths,
-                                                 const SearchOptions& options,
-                                                 SearchStats* stats = nullptr);
-// Dispatches on options.beam_size.
-std::vector<std::vector<Hypothesis>> search(Seq2Seq& model, const at::Tensor& source,
-                                            const at::Tensor& lengths, const SearchOptions& options,
-                                            SearchStats* stats = nullptr);
-
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::decoding

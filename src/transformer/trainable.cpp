@@ -1,18 +1,21 @@
-#include "attnkit/train/transformer_trainable.h"
+#include "attnkit/transformer/trainable.h"
 
 #include <ATen/ATen.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "attnkit/data/vocab.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/kernels/ragged.h"
 #include "attnkit/train/step.h"
 
-namespace attnkit::train {
+namespace attnkit::transformer {
+using train::Batch;
+using train::BatchLoss;
+using train::LossOptions;
+using train::ReinforceBaseline;
 
-TransformerTrainable::TransformerTrainable(transformer::TransformerModel& model,
-                                           const seq2seq::ModelConfig& config,
-                                           const data::Vocab& source_vocab,
-                                           const data::Vocab& target_vocab)
-    : model_(model), config_(config), source_vocab_(source_vocab), target_vocab_(target_vocab) {}
+TransformerTrainable::TransformerTrainable(TransformerModel& model) : model_(model) {}
 
 std::vector<at::Tensor> TransformerTrainable::parameters() { return model_->parameters(); }
 
@@ -24,8 +27,8 @@ at::Tensor TransformerTrainable::token_loss(const Batch& b, double smoothing) {
   const auto ragged = kernels::Ragged::from_mask(b.target_out != data::Vocab::kPad);
   const auto features = model_->decode(b.target_in, model_->encode(b.source, b.lengths),
                                        /*maps=*/nullptr, &ragged);  // [N, D]
-  return projected_loss(features, model_->output_weight(), model_->output_bias(),
-                        kernels::unpad(b.target_out, ragged), smoothing);
+  return train::projected_loss(features, model_->output_weight(), model_->output_bias(),
+                               kernels::unpad(b.target_out, ragged), smoothing);
 }
 
 BatchLoss TransformerTrainable::loss(const Batch& b, const LossOptions& o, ReinforceBaseline&) {
@@ -40,17 +43,12 @@ double TransformerTrainable::validation_loss(const Batch& b) {
   return token_loss(b, 0.0).item<double>();
 }
 
-std::vector<std::string> TransformerTrainable::translate(const std::vector<std::string>& sources) {
-  seq2seq::Translator translator(config_, model_, source_vocab_, target_vocab_);
-  return seq2seq::greedy_texts(translator, sources);
-}
-
 void TransformerTrainable::save_weights(const std::string& path) {
-  seq2seq::save_weights(*model_, path);
+  io::save_weights(*model_, path);
 }
 
 void TransformerTrainable::save(torch::serialize::OutputArchive& archive) { model_->save(archive); }
 
 void TransformerTrainable::load(torch::serialize::InputArchive& archive) { model_->load(archive); }
 
-}  // namespace attnkit::train
+}  // namespace attnkit::transformer

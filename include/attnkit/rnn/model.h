@@ -14,10 +14,10 @@
 
 // The second note's Seq2Seq with attention: an Embedding + GRU encoder, and a GRU decoder that
 // attends over the encoder states at every step.
-namespace attnkit::seq2seq {
+namespace attnkit::rnn {
 
-struct Seq2SeqOptions {
-  Seq2SeqOptions(int64_t source_vocab, int64_t target_vocab)
+struct RnnOptions {
+  RnnOptions(int64_t source_vocab, int64_t target_vocab)
       : source_vocab_(source_vocab), target_vocab_(target_vocab) {}
   TORCH_ARG(int64_t, source_vocab);
   TORCH_ARG(int64_t, target_vocab);
@@ -55,7 +55,7 @@ struct EncoderOutput {
 
 class EncoderImpl : public torch::nn::Module {
  public:
-  explicit EncoderImpl(const Seq2SeqOptions& options);
+  explicit EncoderImpl(const RnnOptions& options);
   // source [B, S] token ids (0 = padding), lengths [B] (>= 1). packed = true (eval mode, no
   // gradients, float32, fused kernels): the GRU and the bridge on weights packed once per model
   // (kernels/gru_encoder.h), as the searches encode; the same results to rounding.
@@ -63,7 +63,7 @@ class EncoderImpl : public torch::nn::Module {
   // embedded [B, S, E] -> (outputs [B, S, Hm], final states [layers * dirs, B, H]).
   std::tuple<at::Tensor, at::Tensor> run_gru(const at::Tensor& embedded, const at::Tensor& lengths);
 
-  Seq2SeqOptions options;
+  RnnOptions options;
   torch::nn::Embedding embedding{nullptr};
   torch::nn::GRU gru{nullptr};
   torch::nn::Linear bridge{nullptr};
@@ -123,7 +123,7 @@ struct ForcedInputs {
 
 class DecoderImpl : public torch::nn::Module {
  public:
-  explicit DecoderImpl(const Seq2SeqOptions& options);
+  explicit DecoderImpl(const RnnOptions& options);
   // `keys` [B, S, A]: the memory through the score's key projection, when the caller computed
   // it (FusedStep, on packed weights); undefined: computed here.
   DecoderState start(const EncoderOutput& encoded, const at::Tensor& keys = {});
@@ -159,7 +159,7 @@ class DecoderImpl : public torch::nn::Module {
   StepOutput finish_step(DecoderState& state, bool project);
 
  public:
-  Seq2SeqOptions options;
+  RnnOptions options;
   torch::nn::Embedding embedding{nullptr};
   torch::nn::GRU gru{nullptr};
   Attention attention{nullptr};
@@ -180,9 +180,9 @@ struct ForwardOutput {
   at::Tensor entropy;    // [B, T] (REINFORCE only)
 };
 
-class Seq2SeqImpl : public torch::nn::Module {
+class RnnModelImpl : public torch::nn::Module {
  public:
-  explicit Seq2SeqImpl(Seq2SeqOptions options);
+  explicit RnnModelImpl(RnnOptions options);
   // Teacher-forced decoding of `target_in` ([B, T], starting with <sos>); with
   // teacher_forcing < 1 a step feeds the model's own previous prediction with that chance.
   // `positions` ([B, T] bool, e.g. target_out != <pad>) asks for the logits of those positions
@@ -198,10 +198,10 @@ class Seq2SeqImpl : public torch::nn::Module {
   // options (the packed weights follow it).
   void set_compute_type(kernels::ComputeType type);
 
-  Seq2SeqOptions options;
+  RnnOptions options;
   Encoder encoder{nullptr};
   Decoder decoder{nullptr};
 };
-TORCH_MODULE(Seq2Seq);
+TORCH_MODULE(RnnModel);
 
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::rnn

@@ -1,4 +1,4 @@
-#include "attnkit/seq2seq/fused_step.h"
+#include "attnkit/rnn/fused_step.h"
 
 #include <ATen/ATen.h>
 
@@ -8,7 +8,7 @@
 
 #include "../core/derived_weights.h"
 
-namespace attnkit::seq2seq {
+namespace attnkit::rnn {
 namespace {
 
 // The kernel's view of a decoder's weights (see kernels::DecoderStepWeights for the shapes).
@@ -96,4 +96,4 @@ StepOutput FusedStep::step(const at::Tensor& tokens, DecoderState& s) {
   return step;
 }
 
-}  // namespace attnkit::seq2seq
+}  // namespace attnkit::rnn

@@ -1,0 +1,220 @@
+#include "attnkit/translate/translator.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "attnkit/core/error.h"
+#include "attnkit/core/info.h"
+#include "attnkit/io/weights.h"
+#include "attnkit/kernels/one_part.h"
+#include "attnkit/train/checkpoint.h"
+#include "attnkit/translate/registry.h"
+
+namespace attnkit::translate {
+namespace fs = std::filesystem;
+using decoding::Hypothesis;
+using decoding::SearchOptions;
+using decoding::SearchStats;
+
+std::vector<std::string> greedy_texts(Translator& translator,
+                                      const std::vector<std::string>& sources) {
+  SearchOptions greedy;
+  greedy.beam_size = 1;
+  std::vector<std::string> out;
+  for (auto& t : translator.translate(sources, greedy, /*batch_size=*/64, /*parallel_batches=*/0))
+    out.push_back(std::move(t.text));
+  return out;
+}
+
+std::vector<std::string> decoder_inputs(const Translation& t) {
+  std::vector<std::string> inputs = {"<s>"};
+  const auto rows = attention_rows(t);
+  inputs.insert(inputs.end(), t.target_tokens.begin(),
+                t.target_tokens.begin() +
+                    std::min(t.target_tokens.size(), rows.empty() ? 0 : rows.size() - 1));
+  return inputs;
+}
+
+std::vector<std::string> attention_rows(const Translation& t) {
+  auto rows = t.target_tokens;
+  if (t.attention.defined() && t.attention.size(0) > static_cast<int64_t>(rows.size()))
+    rows.push_back(kEosLabel);
+  return rows;
+}
+
+Translator::Translator(const std::string& dir, std::optional<kernels::ComputeType> compute_type)
+    : dir_(dir) {
+  config_ = load_config(dir);
+  const bool int8_file = config_.compute_type() == kernels::ComputeType::Int8;
+  if (compute_type) config_.set_compute_type(*compute_type);
+  source_vocab_ = data::Vocab::load((fs::path(dir) / "source.vocab").string());
+  target_vocab_ = data::Vocab::load((fs::path(dir) / "target.vocab").string());
+  auto check = [&](size_t have, int64_t want, const char* which) {
+    if (static_cast<int64_t>(have) != want)
+      throw Error(dir + ": " + which + ".vocab has " + std::to_string(have) +
+                  " tokens but config.json says " + std::to_string(want) +
+                  " (the vocabulary does not belong to these weights)");
+  };
+  check(source_vocab_.size(), config_.source_vocab(), "source");
+  check(target_vocab_.size(), config_.target_vocab(), "target");
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer, dir);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer, dir);
+  model_ = build_model(config_);
+  const auto best = fs::path(dir) / "model.pt", latest = fs::path(dir) / "checkpoint.pt";
+  // A run stopped before its first model.pt (killed in its first epoch) still has its weights.
+  if (int8_file)
+    io::load_quantized_weights(module(), best.string());
+  else if (!fs::exists(best) && fs::exists(latest))
+    train::load_checkpoint_weights(module(), latest.string());
+  else
+    io::load_weights(module(), best.string());
+  module().eval();
+}
+
+Translator::Translator(ModelConfig config, std::shared_ptr<decoding::TranslationModel> model,
+                       data::Vocab source_vocab, data::Vocab target_vocab)
+    : config_(std::move(config)),
+      model_(std::move(model)),
+      source_vocab_(std::move(source_vocab)),
+      target_vocab_(std::move(target_vocab)) {
+  config_.set_compute_type(model_->compute_type());  // the model's, whatever config said
+  source_tok_ = data::make_tokenizer(config_.source_tokenizer, config_.dir);
+  target_tok_ = data::make_tokenizer(config_.target_tokenizer, config_.dir);
+}
+
+torch::nn::Module& Translator::module() { return model_->module(); }
+
+void Translator::translate_batch(const std::vector<size_t>& members,
+                                 const std::vector<std::vector<int64_t>>& ids,
+                                 const SearchOptions& options, std::vector<Translation>& results,
+                                 SearchStats* stats) {
+  std::vector<std::vector<int64_t>> batch;
+  for (size_t m : members) batch.push_back(ids[m]);
+  auto [source, lengths] = data::pad_batch(batch);
+  auto hyps = decoding::search(*model_, source, lengths, options, stats);
+  for (size_t m = 0; m < members.size(); ++m) {
+    auto& r = results[members[m]];
+    const auto& src_tokens = r.source_tokens;
+    const int64_t src_len = static_cast<int64_t>(src_tokens.size());
+    for (size_t h = 0; h < hyps[m].size(); ++h) {
+      const auto& hyp = hyps[m][h];
+      std::vector<std::string> tokens;
+      for (size_t t = 0; t < hyp.tokens.size(); ++t) {
+        std::string token = target_vocab_.token(hyp.tokens[t]);
+        const bool unk = hyp.tokens[t] == data::Vocab::kUnk;
+        const bool placeholder = data::is_placeholder(token);
+        if ((unk || placeholder) && hyp.attention.defined() && src_len > 0) {
+          // Hard attention at inference: copy the source token the step looked at most.
+          auto row = hyp.attention[static_cast<int64_t>(t)].narrow(0, 0, src_len).clone();
+          if (placeholder) {
+            bool any = false;
+            for (int64_t s = 0; s < src_len; ++s) {
+              if (data::is_placeholder(src_tokens[s]))
+                any = true;
+              else
+                row[s] = -1;
+            }
+            if (!any) row = at::Tensor();
+          }
+          if (row.defined()) token = src_tokens[row.argmax().item<int64_t>()];
+        }
+        tokens.push_back(token);
+      }
+      const std::string text = target_tok_->detokenize(tokens);
+      if (h == 0) {
+        r.target_ids = hyp.tokens;
+        r.text = text;
+        r.target_tokens = tokens;
+        r.score = hyp.score;
+        r.attention = hyp.attention.narrow(1, 0, src_len).contiguous();
+      }
+      r.nbest.emplace_back(text, hyp.score);
+    }
+  }
+}
+
+void Translator::add_attention_maps(std::vector<Translation>& results) {
+  for (auto& r : results) {
+    if (!r.attention.defined() || r.attention.size(0) == 0) continue;
+    const int64_t rows = r.attention.size(0);  // target tokens (+ the end-of-sentence step)
+    std::vector<int64_t> inputs = {data::Vocab::kSos};
+    inputs.insert(inputs.end(), r.target_ids.begin(), r.target_ids.begin() + (rows - 1));
+    auto layers = model_->attention_layers(source_vocab_.encode(r.source_tokens), inputs);
+    r.cross_layers = std::move(layers.cross);
+    r.decoder_self_layers = std::move(layers.decoder_self);
+    r.encoder_self_layers = std::move(layers.encoder_self);
+  }
+}
+
+std::vector<Translation> Translator::translate(const std::vector<std::string>& sentences,
+                                               const SearchOptions& options, size_t batch_size,
+                                               int parallel_batches, SearchStats* stats) {
+  std::vector<Translation> results(sentences.size());
+  std::vector<std::vector<int64_t>> ids(sentences.size());
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    results[i].source_tokens = source_tok_->tokenize(sentences[i]);
+    ids[i] = source_vocab_.encode(results[i].source_tokens);
+  }
+  // Similar lengths share a batch: less padding, fewer wasted steps.
+  std::vector<size_t> order(sentences.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  batch_size = std::max<size_t>(1, batch_size);
+  std::vector<std::vector<size_t>> batches;
+  for (size_t start = 0; start < order.size(); start += batch_size) {
+    std::vector<size_t> members;
+    for (size_t i = start; i < std::min(order.size(), start + batch_size); ++i)
+      if (!ids[order[i]].empty())  // an empty line translates to an empty line
+        members.push_back(order[i]);
+    if (!members.empty()) batches.push_back(std::move(members));
+  }
+
+  const size_t streams = std::min<size_t>(
+      batches.size(), parallel_batches > 0 ? parallel_batches : configured_threads());
+  if (streams <= 1) {
+    for (const auto& members : batches) translate_batch(members, ids, options, results, stats);
+    return results;
+  }
+  // Workers take the next batch in length order; each writes only its own sentences' results.
+  module().eval();  // once, before the threads read the flag
+  ScopedBlasThreads single_threaded_blas(1);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex mutex;  // guards `error` and `stats`
+  auto work = [&] {
+    at::init_num_threads();              // a new thread takes LibTorch's thread settings from here
+    kernels::OnePartPerThread one_part;  // the kernels' products stay on this worker's thread
+    SearchStats mine;
+    try {
+      for (size_t b; !failed && (b = next++) < batches.size();)
+        translate_batch(batches[b], ids, options, results, &mine);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stats) {
+      stats->source_tokens += mine.source_tokens;
+      stats->decoder_rows += mine.decoder_rows;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t i = 1; i < streams; ++i) workers.emplace_back(work);
+  work();
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  return results;
+}
+
+}  // namespace attnkit::translate
