@@ -10,7 +10,7 @@
 #include <string>
 
 #include "attnkit/attention/functional.h"
-#include "attnkit/kernels/fused_attention.h"
+#include "attnkit/kernels/ops/fused_attention.h"
 
 namespace {
 

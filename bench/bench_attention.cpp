@@ -56,15 +56,15 @@
 #include "attnkit/attention/mask.h"
 #include "attnkit/attention/self_attention.h"
 #include "attnkit/core/info.h"
-#include "attnkit/kernels/fused_attention.h"
-#include "attnkit/kernels/loss.h"
-#include "attnkit/kernels/matmul.h"
-#include "attnkit/kernels/top_k.h"
+#include "attnkit/kernels/gemm/matmul.h"
+#include "attnkit/kernels/ops/fused_attention.h"
+#include "attnkit/kernels/ops/loss.h"
+#include "attnkit/kernels/ops/top_k.h"
 #include "attnkit/rnn/model.h"
 #include "attnkit/train/step.h"
-#include "kernels/int8_gemm.h"
-#include "kernels/packed_gemm.h"
-#include "kernels/products.h"
+#include "kernels/gemm/int8_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
+#include "kernels/gemm/products.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // over its caches: every ISA against a softmax in double, rows with nothing kept, the bits a
 // source padded at the end gives against the source alone, and positions read through pointers.
 
-#include "kernels/attend_row.h"
+#include "kernels/ops/attend_row.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
 
 namespace attnkit {
 namespace {

@@ -6,7 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "attnkit/core/info.h"
-#include "attnkit/kernels/attention_decoder.h"
+#include "attnkit/kernels/blocks/attention_decoder.h"
 #include "attnkit/rnn/model.h"
 #include "attnkit/train/step.h"
 #include "testing.h"

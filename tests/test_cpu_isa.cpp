@@ -1,6 +1,6 @@
 // The one CPU dispatch (kernels/cpu_isa.h): names, the override, and that the kernels follow it.
 
-#include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "attnkit/core/error.h"
-#include "attnkit/kernels/matmul.h"
-#include "kernels/simd.h"
+#include "attnkit/kernels/gemm/matmul.h"
+#include "kernels/cpu/simd.h"
 #include "testing.h"
 
 namespace attnkit {

@@ -8,9 +8,9 @@
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/info.h"
-#include "attnkit/kernels/additive_score.h"
-#include "attnkit/kernels/cpu_isa.h"
-#include "attnkit/kernels/fused_attention.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
+#include "attnkit/kernels/ops/additive_score.h"
+#include "attnkit/kernels/ops/fused_attention.h"
 #include "testing.h"
 
 namespace attnkit {

@@ -10,7 +10,7 @@
 
 #include "attnkit/core/info.h"
 #include "attnkit/decoding/search.h"
-#include "attnkit/kernels/top_k.h"
+#include "attnkit/kernels/ops/top_k.h"
 #include "attnkit/rnn/fused_step.h"
 #include "attnkit/rnn/search.h"
 #include "attnkit/train/step.h"

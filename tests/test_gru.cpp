@@ -10,8 +10,8 @@
 
 #include <optional>
 
-#include "attnkit/kernels/gru.h"
-#include "attnkit/kernels/one_part.h"
+#include "attnkit/kernels/blocks/gru.h"
+#include "attnkit/kernels/cpu/one_part.h"
 #include "attnkit/rnn/model.h"
 #include "testing.h"
 

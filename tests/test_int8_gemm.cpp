@@ -2,7 +2,7 @@
 // integer reference written here: the sums bit for bit, the float outputs bit for bit, and the
 // quantization's error within its bounds.
 
-#include "kernels/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The packed-weight product (src/kernels/packed_gemm.h) against LibTorch's matmul in double.
 
-#include "kernels/packed_gemm.h"
+#include "kernels/gemm/packed_gemm.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -14,11 +14,11 @@
 #include <ATen/ATen.h>
 
 #include "attnkit/core/info.h"
-#include "attnkit/kernels/lanes.h"
-#include "attnkit/kernels/linear.h"
-#include "kernels/lane_helpers.h"
-#include "kernels/part_pool.h"
-#include "kernels/row_parts.h"
+#include "attnkit/kernels/cpu/lanes.h"
+#include "attnkit/kernels/ops/linear.h"
+#include "kernels/cpu/lane_helpers.h"
+#include "kernels/cpu/part_pool.h"
+#include "kernels/cpu/row_parts.h"
 
 namespace attnkit::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// The gettext catalog as translators' tools see it (include/attnkit/po/catalog.h): parsed in
+// The gettext catalog as translators' tools see it (include/attnkit/data/po_catalog.h): parsed in
 // full, written back byte for byte where nothing changed, errors naming file:line.
 #include <gtest/gtest.h>
 
@@ -6,12 +6,12 @@
 #include <sstream>
 
 #include "attnkit/core/error.h"
-#include "attnkit/po/catalog.h"
-#include "po/charset.h"
+#include "attnkit/data/po_catalog.h"
+#include "data/charset.h"
 #include "testing.h"
 
 using namespace attnkit;
-using po::Catalog;
+using data::PoCatalog;
 
 namespace {
 
@@ -28,7 +28,7 @@ std::string slurp(const std::string& path) {
 
 std::string error_of(const std::string& text) {
   try {
-    Catalog::parse(text, "t.po");
+    PoCatalog::parse(text, "t.po");
   } catch (const Error& e) {
     return e.what();
   }
@@ -38,7 +38,7 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST(PoCatalog, ParsesEveryPartOfAPot) {
-  const auto c = Catalog::read(sample("catalog.pot"));
+  const auto c = PoCatalog::read(sample("catalog.pot"));
   const auto& e = c.entries();
   ASSERT_EQ(e.size(), 10u);
   EXPECT_TRUE(e[0].is_header());
@@ -66,19 +66,19 @@ TEST(PoCatalog, ParsesEveryPartOfAPot) {
 
 TEST(PoCatalog, UnchangedCatalogsWriteBackByteForByte) {
   const std::string pot = slurp(sample("catalog.pot"));
-  EXPECT_EQ(Catalog::parse(pot, "catalog.pot").write(), pot);
+  EXPECT_EQ(PoCatalog::parse(pot, "catalog.pot").write(), pot);
   const std::string po = slurp(sample("sample.po"));
-  EXPECT_EQ(Catalog::parse(po, "sample.po").write(), po);
+  EXPECT_EQ(PoCatalog::parse(po, "sample.po").write(), po);
   // CRLF line breaks, a byte-order mark, no final line break.
   std::string crlf;
   for (char ch : pot) crlf += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
   crlf = "\xEF\xBB\xBF" + crlf.substr(0, crlf.size() - 2);
-  EXPECT_EQ(Catalog::parse(crlf, "crlf.pot").write(), crlf);
+  EXPECT_EQ(PoCatalog::parse(crlf, "crlf.pot").write(), crlf);
 }
 
 TEST(PoCatalog, FillingChangesOnlyTheFilledEntries) {
   const std::string pot = slurp(sample("catalog.pot"));
-  auto c = Catalog::parse(pot, "catalog.pot");
+  auto c = PoCatalog::parse(pot, "catalog.pot");
   c.fill(1, {"打开文件"}, /*fuzzy=*/true, {"attnkit: machine translation"});
   c.fill(2, {"无法打开 %s：%s"}, /*fuzzy=*/true);
   c.fill(4, {"已复制 %d 个文件"}, /*fuzzy=*/false);
@@ -100,7 +100,7 @@ TEST(PoCatalog, FillingChangesOnlyTheFilledEntries) {
   replace("msgstr[0] \"\"\nmsgstr[1] \"\"\n", "msgstr[0] \"已复制 %d 个文件\"\n");
   EXPECT_EQ(out, expected);
   // What was written parses to what was filled.
-  const auto again = Catalog::parse(out, "out.po");
+  const auto again = PoCatalog::parse(out, "out.po");
   EXPECT_EQ(again.entries()[1].msgstr[0], "打开文件");
   EXPECT_TRUE(again.entries()[1].fuzzy());
   EXPECT_EQ(again.entries()[1].comments, std::vector<std::string>{"attnkit: machine translation"});
@@ -108,11 +108,11 @@ TEST(PoCatalog, FillingChangesOnlyTheFilledEntries) {
 }
 
 TEST(PoCatalog, HeaderFieldsAreSetInPlaceOrAppended) {
-  auto c = Catalog::read(sample("catalog.pot"));
+  auto c = PoCatalog::read(sample("catalog.pot"));
   c.set_header_field("Language", "zh_CN");
   c.set_header_field("Plural-Forms", "nplurals=1; plural=0;");
   c.set_header_field("X-Generator", "attnkit");
-  const auto again = Catalog::parse(c.write(), "out.po");
+  const auto again = PoCatalog::parse(c.write(), "out.po");
   EXPECT_EQ(again.header_field("Language"), "zh_CN");
   EXPECT_EQ(again.nplurals(), 1);
   EXPECT_EQ(again.header_field("X-Generator"), "attnkit");
@@ -120,13 +120,14 @@ TEST(PoCatalog, HeaderFieldsAreSetInPlaceOrAppended) {
 }
 
 TEST(PoCatalog, LongAndMultiLineStringsWrapAsGettextDoes) {
-  EXPECT_EQ(po::render_keyword("msgstr", "短"), "msgstr \"短\"\n");
-  EXPECT_EQ(po::render_keyword("msgstr", "a\nb\n"), "msgstr \"\"\n\"a\\n\"\n\"b\\n\"\n");
-  EXPECT_EQ(po::render_keyword("msgstr", "say \"hi\"\t\\"), "msgstr \"say \\\"hi\\\"\\t\\\\\"\n");
+  EXPECT_EQ(data::render_po_keyword("msgstr", "短"), "msgstr \"短\"\n");
+  EXPECT_EQ(data::render_po_keyword("msgstr", "a\nb\n"), "msgstr \"\"\n\"a\\n\"\n\"b\\n\"\n");
+  EXPECT_EQ(data::render_po_keyword("msgstr", "say \"hi\"\t\\"),
+            "msgstr \"say \\\"hi\\\"\\t\\\\\"\n");
   // 60 CJK characters are 120 columns: two lines of at most 77 between the quotes.
   std::string cjk;
   for (int i = 0; i < 60; ++i) cjk += "译";
-  const std::string out = po::render_keyword("msgstr", cjk);
+  const std::string out = data::render_po_keyword("msgstr", cjk);
   std::istringstream lines(out);
   std::string line, joined;
   std::getline(lines, line);
@@ -143,7 +144,7 @@ TEST(PoCatalog, LongAndMultiLineStringsWrapAsGettextDoes) {
   for (const std::string s :
        {cjk, std::string(200, 'x'), std::string("a b ") + std::string(100, 'y'),
         std::string("tail\\"), std::string("x\\n not a newline \\\\n\n")}) {
-    const auto c = Catalog::parse("msgid \"k\"\n" + po::render_keyword("msgstr", s), "r.po");
+    const auto c = PoCatalog::parse("msgid \"k\"\n" + data::render_po_keyword("msgstr", s), "r.po");
     EXPECT_EQ(c.entries()[0].msgstr[0], s);
   }
 }
@@ -152,22 +153,22 @@ TEST(PoCatalog, OtherCharsetsAreReadAndWrittenBackInThem) {
   const std::string utf8 =
       "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=GB2312\\n\"\n\n"
       "msgid \"File\"\nmsgstr \"文件\"\n\nmsgid \"Edit\"\nmsgstr \"\"\n";
-  const std::string gb = po::from_utf8(utf8, "GB2312", "t");
+  const std::string gb = data::from_utf8(utf8, "GB2312", "t");
   ASSERT_NE(gb, utf8);
-  auto c = Catalog::parse(gb, "gb.po");
+  auto c = PoCatalog::parse(gb, "gb.po");
   EXPECT_EQ(c.charset(), "GB2312");
   EXPECT_EQ(c.entries()[1].msgstr[0], "文件");
   EXPECT_EQ(c.write(), gb);
   c.fill(2, {"编辑"}, /*fuzzy=*/true);
-  EXPECT_EQ(po::to_utf8(c.write(), "GB2312", "t"),
+  EXPECT_EQ(data::to_utf8(c.write(), "GB2312", "t"),
             "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=GB2312\\n\"\n\n"
             "msgid \"File\"\nmsgstr \"文件\"\n\n#, fuzzy\nmsgid \"Edit\"\nmsgstr \"编辑\"\n");
 
-  const std::string latin1 = po::from_utf8(
+  const std::string latin1 = data::from_utf8(
       "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=ISO-8859-1\\n\"\n\n"
       "msgid \"Caf\xC3\xA9\"\nmsgstr \"\"\n",
       "ISO-8859-1", "t");
-  auto l = Catalog::parse(latin1, "latin1.po");
+  auto l = PoCatalog::parse(latin1, "latin1.po");
   EXPECT_EQ(l.entries()[1].msgid, "Caf\xC3\xA9");
   EXPECT_EQ(l.write(), latin1);
   l.fill(1, {"咖啡馆"}, /*fuzzy=*/true);

@@ -10,11 +10,11 @@
 #include "testing.h"
 
 using namespace attnkit;
-using po::Catalog;
+using data::PoCatalog;
 
 namespace {
 
-const po::Entry& find(const Catalog& c, const std::string& msgid) {
+const data::PoEntry& find(const PoCatalog& c, const std::string& msgid) {
   for (const auto& e : c.entries())
     if (e.msgid == msgid && !e.is_header()) return e;
   throw std::runtime_error("no entry " + msgid);
@@ -28,23 +28,23 @@ const char* kHeader =
 
 TEST(PoMemory, CompendiumMatchesAreExactOnContextAndMessage) {
   const auto compendium =
-      Catalog::parse(std::string(kHeader) +
-                         "msgid \"Open\"\nmsgstr \"打开\"\n\n"
-                         "msgctxt \"menu\"\nmsgid \"Close\"\nmsgstr \"关闭\"\n\n"
-                         "#, fuzzy\nmsgid \"Save\"\nmsgstr \"保存\"\n\n"
-                         "msgid \"Quit\"\nmsgstr \"\"\n",
-                     "c.po");
+      PoCatalog::parse(std::string(kHeader) +
+                           "msgid \"Open\"\nmsgstr \"打开\"\n\n"
+                           "msgctxt \"menu\"\nmsgid \"Close\"\nmsgstr \"关闭\"\n\n"
+                           "#, fuzzy\nmsgid \"Save\"\nmsgstr \"保存\"\n\n"
+                           "msgid \"Quit\"\nmsgstr \"\"\n",
+                       "c.po");
   po::Memory memory;
   memory.add_catalog(compendium);
   EXPECT_EQ(memory.size(), 2u);  // neither the fuzzy nor the untranslated entry
 
-  const auto wanted = Catalog::parse(std::string(kHeader) +
-                                         "msgid \"Open\"\nmsgstr \"\"\n\n"
-                                         "msgid \"Open \"\nmsgstr \"\"\n\n"
-                                         "msgid \"Close\"\nmsgstr \"\"\n\n"
-                                         "msgctxt \"menu\"\nmsgid \"Close\"\nmsgstr \"\"\n\n"
-                                         "msgid \"Save\"\nmsgstr \"\"\n",
-                                     "w.po");
+  const auto wanted = PoCatalog::parse(std::string(kHeader) +
+                                           "msgid \"Open\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Open \"\nmsgstr \"\"\n\n"
+                                           "msgid \"Close\"\nmsgstr \"\"\n\n"
+                                           "msgctxt \"menu\"\nmsgid \"Close\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Save\"\nmsgstr \"\"\n",
+                                       "w.po");
   po::Memory::Match m;
   ASSERT_TRUE(memory.find(find(wanted, "Open"), 1, m));
   EXPECT_EQ(m.msgstr, std::vector<std::string>{"打开"});
@@ -64,11 +64,11 @@ TEST(PoMemory, CorpusMatchesAreLooseAndKeepWhatMustSurvive) {
   po::Memory memory;
   EXPECT_EQ(memory.add_corpus(tsv), 3u);
 
-  const auto wanted = Catalog::parse(std::string(kHeader) +
-                                         "msgid \"_Save  As\"\nmsgstr \"\"\n\n"
-                                         "msgid \"Open %s\"\nmsgstr \"\"\n\n"
-                                         "msgid \"Delete <b>file</b>\"\nmsgstr \"\"\n",
-                                     "w.po");
+  const auto wanted = PoCatalog::parse(std::string(kHeader) +
+                                           "msgid \"_Save  As\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Open %s\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Delete <b>file</b>\"\nmsgstr \"\"\n",
+                                       "w.po");
   po::Memory::Match m;
   // Whitespace squeezed and the accelerator set aside, then put back the Chinese way.
   ASSERT_TRUE(memory.find(find(wanted, "_Save  As"), 1, m));
@@ -96,15 +96,15 @@ TEST(PoLanguage, RegionsMustAgreeWhenBothNameOne) {
 }
 
 TEST(PoStats, CountsStatesSourcesAndDamagedLines) {
-  const auto c = Catalog::parse(std::string(kHeader) +
-                                    "msgid \"a %s\"\nmsgstr \"甲 %s\"\n\n"        // 5
-                                    "# attnkit: machine translation\n#, fuzzy\n"  // 8
-                                    "msgid \"b %d\"\nmsgstr \"乙\"\n\n"           // 10
-                                    "# attnkit: translation memory (c.po)\n"      // 13
-                                    "msgid \"c\"\nmsgstr \"丙\"\n\n"              // 14
-                                    "msgid \"d\"\nmsgstr \"\"\n\n"                // 17
-                                    "#~ msgid \"e\"\n#~ msgstr \"戊\"\n",
-                                "s.po");
+  const auto c = PoCatalog::parse(std::string(kHeader) +
+                                      "msgid \"a %s\"\nmsgstr \"甲 %s\"\n\n"        // 5
+                                      "# attnkit: machine translation\n#, fuzzy\n"  // 8
+                                      "msgid \"b %d\"\nmsgstr \"乙\"\n\n"           // 10
+                                      "# attnkit: translation memory (c.po)\n"      // 13
+                                      "msgid \"c\"\nmsgstr \"丙\"\n\n"              // 14
+                                      "msgid \"d\"\nmsgstr \"\"\n\n"                // 17
+                                      "#~ msgid \"e\"\n#~ msgstr \"戊\"\n",
+                                  "s.po");
   const auto s = po::stats(c);
   EXPECT_EQ(s.translated, 2u);
   EXPECT_EQ(s.fuzzy, 1u);

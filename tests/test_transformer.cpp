@@ -188,7 +188,7 @@ TEST_P(IncrementalDecoding, EqualsTheFullCausalPass) {
     const auto full = model->project(model->decode(target, encoded, &maps));  // [B, T, V]
     // What the search keeps: the penultimate layer's cross-attention (layer 0 of these 2),
     // averaged over its heads.
-    ASSERT_EQ(kernels::alignment_layer(2), 0);
+    ASSERT_EQ(transformer::alignment_layer(2), 0);
     const auto alignment = maps.cross[0].mean(1);  // [B, T, S]
     // The encoder on packed weights (kernels/packed_linear.h), as translation runs it.
     const auto packed = model->encode(source, lengths, /*maps=*/nullptr, /*packed=*/true);

@@ -6,7 +6,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/tokenizer.h"
-#include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
 
 #include <cstdio>
 #include <map>

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 
 // Validators for numeric options: every number a command takes is checked where it is parsed,
 // so that 0 layers, a NaN learning rate or port 70000 is refused with the option's name instead

@@ -2,17 +2,25 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "attnkit/core/blas_core.h"
 #include "attnkit/core/info.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
 #include "attnkit/translate/translator.h"
 #include "commands.h"
 
 namespace attnkit::cli {
 namespace {
+
+// Whether ATTNKIT_ISA chose the kernels' ISA (kernels/cpu_isa.h).
+bool isa_forced() {
+  const char* forced = std::getenv("ATTNKIT_ISA");
+  return forced && *forced;
+}
 
 // OpenBLAS reads OPENBLAS_CORETYPE once, when it loads: the rate of another core is measured in
 // a child process of this same program.
@@ -90,9 +98,9 @@ void print_json(const RuntimeInfo& info, const std::optional<BlasCoreCheck>& cor
                       {"cpu",
                        {{"model", info.cpu_model},
                         {"torch_capability", info.torch_cpu_capability},
-                        {"kernel_isa", info.kernel_isa},
-                        {"detected_isa", info.detected_isa},
-                        {"kernel_isa_forced", info.kernel_isa_forced},
+                        {"kernel_isa", kernels::to_string(kernels::cpu_isa())},
+                        {"detected_isa", kernels::to_string(kernels::detected_isa())},
+                        {"kernel_isa_forced", isa_forced()},
                         {"features", info.cpu_features}}}};
   if (core) {
     j["blas"]["sgemm_gflops"] = core->live_gflops;
@@ -116,10 +124,11 @@ void print_text(const RuntimeInfo& info, const std::optional<BlasCoreCheck>& cor
   std::cout << "threads   " << info.intra_op_threads << " intra-op, " << info.inter_op_threads
             << " inter-op, " << info.hardware_threads << " hardware\n"
             << "CPU       " << info.cpu_model << "\n"
-            << "kernels   ATen " << info.torch_cpu_capability << ", attnkit " << info.kernel_isa
-            << (info.kernel_isa_forced
-                    ? " (ATTNKIT_ISA; the CPU runs up to " + info.detected_isa + ")"
-                    : std::string())
+            << "kernels   ATen " << info.torch_cpu_capability << ", attnkit "
+            << kernels::to_string(kernels::cpu_isa())
+            << (isa_forced() ? std::string(" (ATTNKIT_ISA; the CPU runs up to ") +
+                                   kernels::to_string(kernels::detected_isa()) + ")"
+                             : std::string())
             << "; features:";
   for (const auto& f : info.cpu_features) std::cout << ' ' << f;
   std::cout << "\n";

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
-#include "attnkit/po/catalog.h"
+#include "attnkit/data/po_catalog.h"
 #include "attnkit/po/pretranslate.h"
 #include "attnkit/translate/translator.h"
 #include "checks.h"
@@ -34,7 +34,7 @@ struct PoTranslateArgs {
 po::Memory load_memory(const PoTranslateArgs& a, const translate::Translator& translator) {
   po::Memory memory;
   if (a.no_memory) return memory;
-  for (const auto& c : a.compendia) memory.add_catalog(po::Catalog::read(c));
+  for (const auto& c : a.compendia) memory.add_catalog(data::PoCatalog::read(c));
   const auto& corpus = translator.config().train_corpus;
   if (!corpus.empty() && fs::exists(corpus))
     memory.add_corpus(corpus);
@@ -46,7 +46,7 @@ po::Memory load_memory(const PoTranslateArgs& a, const translate::Translator& tr
 
 int translate(PoTranslateArgs a) {
   // Read and check everything before the model loads: a malformed catalog costs nothing.
-  auto catalog = po::Catalog::read(a.input);
+  auto catalog = data::PoCatalog::read(a.input);
   translate::Translator translator(a.model, a.compute_type);
   const auto memory = load_memory(a, translator);
   a.options.lang = a.lang;
@@ -73,7 +73,7 @@ int translate(PoTranslateArgs a) {
 int stats(const std::vector<std::string>& files, const std::string& format) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& f : files) {
-    const auto s = po::stats(po::Catalog::read(f));
+    const auto s = po::stats(data::PoCatalog::read(f));
     if (format == "json") {
       all.push_back({{"file", f},
                      {"translated", s.translated},

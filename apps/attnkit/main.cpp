@@ -7,7 +7,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
-#include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/cpu/cpu_isa.h"
 #include "attnkit/version.h"
 #include "commands.h"
 

@@ -4,7 +4,7 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
-#include "attnkit/kernels/context.h"
+#include "attnkit/kernels/ops/context.h"
 
 namespace attnkit {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "attnkit/kernels/dropout.h"
-#include "attnkit/kernels/linear.h"
-#include "attnkit/kernels/masked_softmax.h"
+#include "attnkit/kernels/ops/dropout.h"
+#include "attnkit/kernels/ops/linear.h"
+#include "attnkit/kernels/ops/masked_softmax.h"
 
 namespace attnkit::functional {
 namespace {

@@ -4,7 +4,7 @@
 #include <torch/nn/options/linear.h>
 
 #include "attnkit/attention/functional.h"
-#include "attnkit/kernels/additive_score.h"
+#include "attnkit/kernels/ops/additive_score.h"
 
 namespace attnkit {
 namespace {

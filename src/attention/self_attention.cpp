@@ -8,8 +8,8 @@
 
 #include "attnkit/attention/functional.h"
 #include "attnkit/attention/mask.h"
-#include "attnkit/kernels/fused_attention.h"
-#include "attnkit/kernels/linear.h"
+#include "attnkit/kernels/ops/fused_attention.h"
+#include "attnkit/kernels/ops/linear.h"
 
 namespace attnkit {
 

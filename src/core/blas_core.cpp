@@ -7,8 +7,8 @@
 #include <map>
 #include <random>
 
-#include "../kernels/blas.h"
 #include "attnkit/core/info.h"
+#include "blas.h"
 
 namespace attnkit {
 namespace {
@@ -64,8 +64,8 @@ double measure_sgemm_gflops(int n, double seconds) {
   using clock = std::chrono::steady_clock;
   auto once = [&] {
     const auto start = clock::now();
-    kernels::blas::gemm(/*trans_a=*/false, /*trans_b=*/false, n, n, n, 1.f, a.data(), n, b.data(),
-                        n, 0.f, c.data(), n);
+    blas::gemm(/*trans_a=*/false, /*trans_b=*/false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
+               c.data(), n);
     return std::chrono::duration<double>(clock::now() - start).count();
   };
   once();  // warm-up: OpenBLAS allocates its buffers on the first call

@@ -14,7 +14,6 @@
 #include <sstream>
 #include <thread>
 
-#include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/version.h"
 
 namespace attnkit {
@@ -108,10 +107,6 @@ RuntimeInfo runtime_info() {
   info.hardware_threads = std::thread::hardware_concurrency();
   info.cpu_model = cpuinfo_field("model name");
   info.torch_cpu_capability = torch_cpu_capability();
-  info.kernel_isa = kernels::to_string(kernels::cpu_isa());
-  info.detected_isa = kernels::to_string(kernels::detected_isa());
-  const char* forced = std::getenv("ATTNKIT_ISA");
-  info.kernel_isa_forced = forced && *forced;
   std::istringstream flags(" " + cpuinfo_field("flags") + " ");
   const std::vector<std::string> wanted = {"sse4_2",      "avx",         "avx2",     "fma",
                                            "f16c",        "avx512f",     "avx512bw", "avx512vl",

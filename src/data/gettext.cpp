@@ -6,11 +6,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "../po/charset.h"
 #include "attnkit/core/error.h"
+#include "attnkit/data/po_catalog.h"
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
-#include "attnkit/po/catalog.h"
+#include "charset.h"
 
 namespace attnkit::data {
 namespace fs = std::filesystem;
@@ -120,19 +120,19 @@ std::vector<CatalogEntry> read_mo(const std::string& path) {
       if (at != std::string::npos)
         charset = e.msgstr[0].substr(at + 8, e.msgstr[0].find_first_of(" ;\n", at + 8) - at - 8);
     }
-  if (!charset.empty() && charset != "CHARSET" && !po::is_utf8(charset))
+  if (!charset.empty() && charset != "CHARSET" && !data::is_utf8(charset))
     for (auto& e : entries) {
-      e.context = po::to_utf8(e.context, charset, path);
-      e.msgid = po::to_utf8(e.msgid, charset, path);
-      e.msgid_plural = po::to_utf8(e.msgid_plural, charset, path);
-      for (auto& m : e.msgstr) m = po::to_utf8(m, charset, path);
+      e.context = data::to_utf8(e.context, charset, path);
+      e.msgid = data::to_utf8(e.msgid, charset, path);
+      e.msgid_plural = data::to_utf8(e.msgid_plural, charset, path);
+      for (auto& m : e.msgstr) m = data::to_utf8(m, charset, path);
     }
   return entries;
 }
 
 std::vector<CatalogEntry> read_po(const std::string& path) {
   std::vector<CatalogEntry> entries;
-  auto catalog = po::Catalog::read(path);
+  auto catalog = data::PoCatalog::read(path);
   for (auto& e : catalog.entries()) {
     if (e.obsolete) continue;
     CatalogEntry c;

@@ -35,27 +35,4 @@ std::vector<SyntheticExample> synthetic_task(const std::string& task, size_t cou
   return out;
 }
 
-std::string format_alignment(const eval::Alignment& a) {
-  std::string out;
-  for (const auto& [s, t] : a)
-    out += (out.empty() ? "" : " ") + std::to_string(s) + "-" + std::to_string(t);
-  return out;
-}
-
-eval::Alignment parse_alignment(const std::string& text) {
-  eval::Alignment a;
-  std::istringstream in(text);
-  for (std::string link; in >> link;) {
-    const auto dash = link.find_first_of("-?");
-    if (dash == std::string::npos || dash == 0 || dash + 1 == link.size())
-      throw Error("bad alignment link '" + link + "' (expected source-target, e.g. 3-4)");
-    try {
-      a.insert({std::stoi(link.substr(0, dash)), std::stoi(link.substr(dash + 1))});
-    } catch (const std::exception&) {
-      throw Error("bad alignment link '" + link + "' (expected source-target, e.g. 3-4)");
-    }
-  }
-  return a;
-}
-
 }  // namespace attnkit::data

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "attnkit/data/vocab.h"
-#include "attnkit/kernels/top_k.h"
+#include "attnkit/kernels/ops/top_k.h"
 
 namespace attnkit::decoding {
 namespace {

@@ -12,7 +12,7 @@
 #include "attnkit/core/files.h"
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
-#include "attnkit/kernels/quantize.h"
+#include "attnkit/kernels/gemm/quantize.h"
 
 namespace attnkit::io {
 namespace fs = std::filesystem;

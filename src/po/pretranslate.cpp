@@ -67,7 +67,7 @@ struct Message {
 // The header's Plural-Forms, checked as msgfmt checks it; nullopt when there is none (or a
 // template's "nplurals=INTEGER", which pretranslate fills in). A broken one is an error naming
 // the header's line: a catalog written with it would be refused by msgfmt.
-std::optional<PluralForms> plural_rule(const Catalog& catalog) {
+std::optional<PluralForms> plural_rule(const data::PoCatalog& catalog) {
   const std::string forms = catalog.header_field("Plural-Forms");
   if (forms.empty() || forms.find("INTEGER") != std::string::npos) return std::nullopt;
   try {
@@ -91,7 +91,8 @@ std::optional<PluralForms> plural_rule(const Catalog& catalog) {
 // Russian's form 0 also serves 21, 31, ..., and its number must stay, so it translates the
 // plural when the singular has no number ("One file"). The other forms, and the one form of a
 // language without plurals (zh, ja), translate the plural.
-const std::string& plural_source(const Entry& e, int f, int nplurals, const PluralForms* rule) {
+const std::string& plural_source(const data::PoEntry& e, int f, int nplurals,
+                                 const PluralForms* rule) {
   if (!e.plural()) return e.msgid;
   if (nplurals <= 1) return e.msgid_plural;
   const int singular_form = rule ? rule->form(1) : 0;
@@ -104,7 +105,7 @@ const std::string& plural_source(const Entry& e, int f, int nplurals, const Plur
 
 }  // namespace
 
-void Memory::add_catalog(const Catalog& catalog) {
+void Memory::add_catalog(const data::PoCatalog& catalog) {
   for (const auto& e : catalog.entries()) {
     if (e.obsolete || e.is_header() || e.fuzzy() || !e.translated()) continue;
     exact_.emplace(std::make_tuple(e.has_context, e.context, e.msgid),
@@ -119,7 +120,8 @@ size_t Memory::add_corpus(const std::string& tsv_path) {
   return pairs.size();
 }
 
-bool Memory::find(const Entry& e, int nplurals, Match& match, AcceleratorStyle style) const {
+bool Memory::find(const data::PoEntry& e, int nplurals, Match& match,
+                  AcceleratorStyle style) const {
   const int forms = e.plural() ? std::max(nplurals, 1) : 1;
   if (auto it = exact_.find(std::make_tuple(e.has_context, e.context, e.msgid));
       it != exact_.end()) {
@@ -180,7 +182,7 @@ std::string plural_forms(const std::string& lang) {
   return "";
 }
 
-PretranslateReport pretranslate(Catalog& catalog, translate::Translator& translator,
+PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator& translator,
                                 const Memory& memory, const PretranslateOptions& options) {
   const std::string lang = options.lang.empty() ? catalog.header_field("Language") : options.lang;
   if (lang.empty())
@@ -194,14 +196,14 @@ PretranslateReport pretranslate(Catalog& catalog, translate::Translator& transla
   // blank (or, for Plural-Forms, where plural entries need it): an existing .po's header stays.
   const auto& all = catalog.entries();
   const bool plurals =
-      std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.plural(); });
+      std::any_of(all.begin(), all.end(), [](const data::PoEntry& e) { return e.plural(); });
   const std::string forms = catalog.header_field("Plural-Forms");
   // Language: empty in a template, absent in a catalog older than gettext 0.18 (msginit adds it).
   if (catalog.header_field("Language").empty() && !catalog.entries().empty() &&
       catalog.entries()[0].is_header())
     catalog.set_header_field("Language", lang);
-  const bool two_forms =
-      std::any_of(all.begin(), all.end(), [](const Entry& e) { return e.msgstr.size() > 1; });
+  const bool two_forms = std::any_of(all.begin(), all.end(),
+                                     [](const data::PoEntry& e) { return e.msgstr.size() > 1; });
   if (catalog.nplurals() == 0 && !plural_forms(lang).empty() &&
       (forms.find("INTEGER") != std::string::npos || (forms.empty() && plurals && !two_forms)))
     catalog.set_header_field("Plural-Forms", plural_forms(lang));
@@ -224,7 +226,7 @@ PretranslateReport pretranslate(Catalog& catalog, translate::Translator& transla
   std::unordered_map<std::string, size_t> seen;  // the same line is translated once
   auto& entries = catalog.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
+    const data::PoEntry& e = entries[i];
     if (e.obsolete || e.is_header()) continue;
     ++report.entries;
     if (!e.msgstr.empty() && !e.msgstr[0].empty()) {
@@ -316,7 +318,7 @@ PretranslateReport pretranslate(Catalog& catalog, translate::Translator& transla
     for (long s : m.segment)
       if (s >= 0) segments_of[m.entry].push_back(static_cast<size_t>(s));
   for (auto& [i, msgstr] : filled) {
-    const Entry& e = entries[i];
+    const data::PoEntry& e = entries[i];
     FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
     if (!f.segments.empty()) {
       ++report.model;
@@ -350,7 +352,7 @@ const char* to_string(FilledEntry::Origin origin) {
   return "?";
 }
 
-CatalogStats stats(const Catalog& catalog) {
+CatalogStats stats(const data::PoCatalog& catalog) {
   CatalogStats s;
   for (const auto& e : catalog.entries()) {
     if (e.is_header()) continue;

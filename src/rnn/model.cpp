@@ -6,12 +6,12 @@
 
 #include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
-#include "attnkit/kernels/attention_decoder.h"
-#include "attnkit/kernels/column_split.h"
-#include "attnkit/kernels/dispatch.h"
-#include "attnkit/kernels/embedding.h"
-#include "attnkit/kernels/gru_encoder.h"
-#include "attnkit/kernels/packed_linear.h"
+#include "attnkit/kernels/blocks/attention_decoder.h"
+#include "attnkit/kernels/blocks/gru_encoder.h"
+#include "attnkit/kernels/gemm/packed_linear.h"
+#include "attnkit/kernels/ops/column_split.h"
+#include "attnkit/kernels/ops/dispatch.h"
+#include "attnkit/kernels/ops/embedding.h"
 
 namespace attnkit::rnn {
 namespace {

@@ -175,7 +175,7 @@ std::string base64(const std::string& bytes) {
 
 }  // namespace
 
-json po_answer(const po::Catalog& catalog, const po::PretranslateReport& report) {
+json po_answer(const data::PoCatalog& catalog, const po::PretranslateReport& report) {
   json entries = json::array();
   for (const auto& f : report.filled) {
     const auto& e = catalog.entries()[f.entry];

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "attnkit/po/catalog.h"
+#include "attnkit/data/po_catalog.h"
 #include "attnkit/po/pretranslate.h"
 #include "attnkit/translate/translation_json.h"
 #include "attnkit/translate/translator.h"
@@ -50,7 +50,7 @@ PoRequest po_request(const std::multimap<std::string, std::string>& query, int m
 // filled entry with its suggestion and origin, and what the model read and wrote for each
 // segment ({"input": the protected line, "output": its Translation, attention included}) -
 // web/openapi.json's PoAnswer.
-nlohmann::json po_answer(const po::Catalog& catalog, const po::PretranslateReport& report);
+nlohmann::json po_answer(const data::PoCatalog& catalog, const po::PretranslateReport& report);
 
 // What a handler that threw answers: the request's faults 4xx with their message, ours 500.
 std::pair<int, nlohmann::json> error_answer(std::exception_ptr error);

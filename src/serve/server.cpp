@@ -16,7 +16,7 @@
 #include "api.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/signals.h"
-#include "attnkit/po/catalog.h"
+#include "attnkit/data/po_catalog.h"
 #include "attnkit/po/pretranslate.h"
 #include "attnkit/translate/translator.h"
 #include "attnkit/version.h"
@@ -99,10 +99,10 @@ json pretranslate(const httplib::Request& req, Batcher& batcher, PoService& serv
                               " (serve --max-catalog)"};
   const auto request = po_request(req.params, o.max_beam);
   struct Job {
-    po::Catalog catalog;
+    data::PoCatalog catalog;
     po::PretranslateReport report;
   };
-  auto job = std::make_shared<Job>(Job{po::Catalog::parse(req.body, request.name), {}});
+  auto job = std::make_shared<Job>(Job{data::PoCatalog::parse(req.body, request.name), {}});
   po::PretranslateOptions options;
   options.lang = request.lang;
   options.search.beam_size = request.beam;

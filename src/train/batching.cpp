@@ -7,7 +7,6 @@
 
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/vocab.h"
-#include "attnkit/translate/translator.h"
 
 namespace attnkit::train {
 

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "attnkit/data/vocab.h"
-#include "attnkit/kernels/adam.h"
-#include "attnkit/kernels/grad_norm.h"
-#include "attnkit/kernels/loss.h"
+#include "attnkit/kernels/ops/adam.h"
+#include "attnkit/kernels/ops/grad_norm.h"
+#include "attnkit/kernels/ops/loss.h"
 
 namespace attnkit::train {
 

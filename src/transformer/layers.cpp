@@ -5,10 +5,10 @@
 #include <cmath>
 
 #include "attnkit/core/error.h"
-#include "attnkit/kernels/dropout.h"
-#include "attnkit/kernels/layer_norm.h"
-#include "attnkit/kernels/linear.h"
-#include "attnkit/kernels/masked_softmax.h"
+#include "attnkit/kernels/ops/dropout.h"
+#include "attnkit/kernels/ops/layer_norm.h"
+#include "attnkit/kernels/ops/linear.h"
+#include "attnkit/kernels/ops/masked_softmax.h"
 
 namespace attnkit::transformer {
 

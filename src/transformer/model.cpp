@@ -10,9 +10,9 @@
 #include "../core/derived_weights.h"
 #include "attnkit/attention/mask.h"
 #include "attnkit/core/error.h"
-#include "attnkit/kernels/dropout.h"
-#include "attnkit/kernels/embedding.h"
-#include "attnkit/kernels/linear.h"
+#include "attnkit/kernels/ops/dropout.h"
+#include "attnkit/kernels/ops/embedding.h"
+#include "attnkit/kernels/ops/linear.h"
 
 namespace attnkit::transformer {
 
@@ -213,6 +213,7 @@ std::shared_ptr<const kernels::TransformerStepWeights> TransformerModelImpl::ste
   w->heads = options.heads();
   w->norm_first = options.norm_first();
   w->gelu = options.activation() == Activation::Gelu;
+  w->alignment_layer = alignment_layer(options.decoder_layers());
   w->eps = options.layer().layer_norm_eps();
   return w;
 }
@@ -257,7 +258,7 @@ at::Tensor TransformerModelImpl::step(const at::Tensor& tokens, DecodingState& s
                                       attention ? &cross : nullptr,
                                       state.packed ? state.packed->layers : kNoPacking);
   if (attention)  // [N, S]
-    *attention = cross[kernels::alignment_layer(static_cast<int64_t>(cross.size()))].mean(1);
+    *attention = cross[alignment_layer(static_cast<int64_t>(cross.size()))].mean(1);
   ++state.position;
   return state.packed ? state.packed->output(h) : project(h);
 }

@@ -6,7 +6,7 @@
 
 #include "attnkit/data/vocab.h"
 #include "attnkit/io/weights.h"
-#include "attnkit/kernels/ragged.h"
+#include "attnkit/kernels/ops/ragged.h"
 #include "attnkit/train/step.h"
 
 namespace attnkit::transformer {

@@ -14,7 +14,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
 #include "attnkit/io/weights.h"
-#include "attnkit/kernels/one_part.h"
+#include "attnkit/kernels/cpu/one_part.h"
 #include "attnkit/train/checkpoint.h"
 #include "attnkit/translate/registry.h"
 

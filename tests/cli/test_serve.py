@@ -112,7 +112,7 @@ class TransformerServe(unittest.TestCase):
         for layer in maps["encoder_self"]:
             self.assertEqual([len(head) for head in layer], [sources] * len(layer))
         # `attention`, what the search kept, is the penultimate layer's cross-attention (the only
-        # layer's with one), mean of heads: kernels::alignment_layer.
+        # layer's with one), mean of heads: transformer::alignment_layer.
         layers = maps["cross"]
         self.assertGreaterEqual(len(layers), 2)  # so that the penultimate is not the last
         aligned = layers[len(layers) - 2]

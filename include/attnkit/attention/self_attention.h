@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "attnkit/attention/attention.h"
-#include "attnkit/kernels/packed_linear.h"
-#include "attnkit/kernels/ragged.h"
+#include "attnkit/kernels/gemm/packed_linear.h"
+#include "attnkit/kernels/ops/ragged.h"
 
 namespace attnkit {
 

@@ -22,9 +22,6 @@ struct RuntimeInfo {
   unsigned hardware_threads = 0;
   std::string cpu_model;
   std::string torch_cpu_capability;       // the kernel level ATen dispatches to, e.g. "AVX2"
-  std::string kernel_isa;                 // what attnkit's kernels run (kernels/cpu_isa.h)
-  std::string detected_isa;               // the widest this CPU runs
-  bool kernel_isa_forced = false;         // ATTNKIT_ISA chose kernel_isa
   std::vector<std::string> cpu_features;  // the SIMD features this CPU reports
 };
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "attnkit/decoding/search.h"
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 
 namespace torch::nn {
 class Module;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "attnkit/data/alignment.h"
+
 #include <array>
 #include <cstdint>
 #include <set>
@@ -86,8 +88,7 @@ TerScore corpus_ter(const std::vector<std::string>& hyps,
 std::pair<int64_t, int64_t> translation_edits(const std::vector<std::string>& hyp,
                                               const std::vector<std::string>& ref);
 
-// Alignment links are (source position, target position).
-using Alignment = std::set<std::pair<int, int>>;
+using data::Alignment;
 // Och & Ney's AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|), with sure links S ⊆ possible links P.
 double alignment_error_rate(const Alignment& predicted, const Alignment& sure,
                             const Alignment& possible);

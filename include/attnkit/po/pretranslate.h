@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "attnkit/data/po_catalog.h"
 #include "attnkit/decoding/search.h"
-#include "attnkit/po/catalog.h"
 #include "attnkit/po/protect.h"
 #include "attnkit/translate/translator.h"
 
@@ -26,7 +26,7 @@ inline constexpr const char* kMemoryComment = "attnkit: translation memory";
 // target) match on the message alone, whitespace squeezed and the accelerator set aside.
 class Memory {
  public:
-  void add_catalog(const Catalog& catalog);
+  void add_catalog(const data::PoCatalog& catalog);
   // Returns the number of pairs read; a missing file is an attnkit::Error.
   size_t add_corpus(const std::string& tsv_path);
   size_t size() const { return exact_.size() + loose_.size(); }
@@ -38,7 +38,7 @@ class Memory {
   };
   // A match for `e` in the catalog's number of plural forms, or nullopt.
   // A corpus match's accelerator goes back in `style` (the catalog's language's).
-  bool find(const Entry& e, int nplurals, Match& match,
+  bool find(const data::PoEntry& e, int nplurals, Match& match,
             AcceleratorStyle style = AcceleratorStyle::Appended) const;
 
  private:
@@ -71,7 +71,7 @@ struct PretranslateOptions {
 // An entry pretranslate() filled, and where its suggestion came from.
 struct FilledEntry {
   enum class Origin { Memory, Model, Copied };
-  size_t entry = 0;  // index into Catalog::entries()
+  size_t entry = 0;  // index into data::PoCatalog::entries()
   Origin origin = Origin::Model;
   std::string memory;            // Origin::Memory: the file it came from
   std::vector<size_t> segments;  // Origin::Model: its lines' segments, in order (msgid, plural)
@@ -97,7 +97,7 @@ struct PretranslateReport {
 // Fills `catalog`'s untranslated entries (see above) and the header fields msginit fills for a
 // new translation (an empty Language, a template's Plural-Forms and charset). Throws
 // attnkit::Error when the catalog names no language, or one the model was not trained for.
-PretranslateReport pretranslate(Catalog& catalog, translate::Translator& translator,
+PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator& translator,
                                 const Memory& memory, const PretranslateOptions& options);
 
 // What `po stats` prints.
@@ -107,6 +107,6 @@ struct CatalogStats {
   size_t checked = 0, survived = 0;  // translated or fuzzy entries, and those po::survives
   std::vector<size_t> damaged;       // the msgid lines of the others
 };
-CatalogStats stats(const Catalog& catalog);
+CatalogStats stats(const data::PoCatalog& catalog);
 
 }  // namespace attnkit::po

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "attnkit/kernels/decoder_step.h"
+#include "attnkit/kernels/blocks/decoder_step.h"
 #include "attnkit/rnn/model.h"
 
 // A Decoder's inference step on the raw-buffer kernel (kernels/decoder_step.h), for the searches:

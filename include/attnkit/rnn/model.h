@@ -10,7 +10,7 @@
 
 #include "attnkit/attention/attention.h"
 #include "attnkit/attention/self_attention.h"
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 
 // The second note's Seq2Seq with attention: an Embedding + GRU encoder, and a GRU decoder that
 // attends over the encoder states at every step.

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 
 // `attnkit serve`: the translation API, the mechanism playground and the web page, on
 // cpp-httplib. Concurrent translation requests are batched into one decoder call.

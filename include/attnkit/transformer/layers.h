@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attnkit/attention/self_attention.h"
-#include "attnkit/kernels/packed_linear.h"
+#include "attnkit/kernels/gemm/packed_linear.h"
 
 // The notes' last section taken where the field went next: self-attention (Q = K = V, projected
 // and split into heads) as the building block of the Transformer (Vaswani et al. 2017). The layers

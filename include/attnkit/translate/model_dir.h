@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 #include "attnkit/rnn/model.h"
 #include "attnkit/transformer/model.h"
 

@@ -12,7 +12,7 @@
 #include "attnkit/data/vocab.h"
 #include "attnkit/decoding/search.h"
 #include "attnkit/decoding/translation_model.h"
-#include "attnkit/kernels/compute_type.h"
+#include "attnkit/kernels/gemm/compute_type.h"
 #include "attnkit/translate/model_dir.h"
 
 // The translator: text in, translations out, over any architecture's model
@@ -34,7 +34,7 @@ struct Translation {
   // cols] (Translator::add_attention_maps): cross-attention [H, rows, S]; decoder
   // self-attention [H, rows, rows], whose keys are the decoder's inputs (decoder_inputs());
   // encoder self-attention [H, S, S]. `attention` is the penultimate layer's cross
-  // (kernels::alignment_layer), averaged.
+  // (transformer::alignment_layer), averaged.
   std::vector<at::Tensor> cross_layers, decoder_self_layers, encoder_self_layers;
 };
 
