@@ -6,14 +6,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
+#include <torch/nn/modules/linear.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/io/state_dict.h"
+#include "attnkit/io/weights.h"
 #include "io/unpickler.h"
 #include "testing.h"
 
@@ -65,32 +70,6 @@ TEST(PtFile, RoundTripKeepsValuesDtypesAndOrder) {
   }
   for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << "temporary file left";
-}
-
-// save_archive streams the archive to the file through a sink that gathers small pieces (each
-// member's header) and writes large ones as they come: the file must be, byte for byte, what
-// LibTorch writes into memory, whatever the sizes of the members around the gathering threshold.
-TEST(PtFile, AStreamedArchiveIsTheArchiveLibTorchWritesInMemory) {
-  testing::ScratchDir dir("pt_stream");
-  torch::serialize::OutputArchive archive, inner;
-  inner.write("bias", at::arange(3, at::kFloat));
-  archive.write("inner", inner);
-  const int64_t sizes[] = {1, 16383, 16384, 16385, 200000, 7};  // floats: 64 KiB is 16384
-  for (size_t i = 0; i < std::size(sizes); ++i)
-    archive.write("t" + std::to_string(i), at::arange(sizes[i], at::kFloat).mul_(0.5));
-  const auto path = (dir / "archive.pt").string();
-  io::save_archive(archive, path);
-  std::ostringstream in_memory;
-  archive.save_to(in_memory);
-  const auto streamed = read_bytes(path);
-  EXPECT_GT(streamed.size(), 200000 * sizeof(float));
-  EXPECT_TRUE(streamed == in_memory.str())
-      << streamed.size() << " bytes against " << in_memory.str().size();
-  torch::serialize::InputArchive back;
-  back.load_from(path);
-  at::Tensor t4;
-  back.read("t4", t4);
-  EXPECT_TRUE(t4.equal(at::arange(200000, at::kFloat).mul_(0.5)));
 }
 
 TEST(PtFile, SavingIntoAMissingDirectoryIsAClearError) {
@@ -255,6 +234,79 @@ TEST(Unpickler, AListThatContainsItselfIsRefused) {
   const char bytes[] = {'\x80', '\x02', ']', 'q', '\0', 'h', '\0', 'a', '.'};  // BINPUT, BINGET 0
   const std::string p(bytes, sizeof bytes);
   EXPECT_THROW(io::detail::unpickle(p.data(), p.size(), "cycle.pkl", no_storage), Error);
+}
+
+}  // namespace
+}  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+// Model weights are torch.save dicts read by attnkit's unpickler: a LibTorch (TorchScript)
+// archive, whose importer runs the code records it carries, is refused by name, and a dict with
+// a tensor the module lacks (weights of a deeper model) is refused naming it.
+TEST(Weights, ATorchScriptArchiveIsRefusedAndLeftoverTensorsAreNamed) {
+  testing::ScratchDir dir("weights_format");
+  torch::nn::Linear layer(3, 2);
+  const auto archive_path = (dir / "archive.pt").string();
+  {
+    torch::serialize::OutputArchive archive;
+    layer->save(archive);
+    archive.save_to(archive_path);
+  }
+  try {
+    io::load_weights(*layer, archive_path);
+    ADD_FAILURE() << "a LibTorch archive was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a LibTorch archive"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("attnkit upgrade"), std::string::npos) << e.what();
+  }
+  const auto path = (dir / "model.pt").string();
+  io::save_weights(*layer, path);
+  torch::nn::Linear back(3, 2);
+  io::load_weights(*back, path);
+  EXPECT_TRUE(back->weight.equal(layer->weight));
+  auto extra = io::state_dict(*layer);
+  extra.emplace_back("next_layer.weight", at::zeros({2, 2}));
+  io::save_tensor_dict(path, extra);
+  try {
+    io::load_weights(*back, path);
+    ADD_FAILURE() << "a leftover tensor passed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'next_layer.weight'"), std::string::npos) << e.what();
+  }
+  io::save_tensor_dict(path, {{"weight", at::zeros({2, 3}, at::kChar)}, {"bias", at::zeros({2})}});
+  try {
+    io::load_weights(*back, path);
+    ADD_FAILURE() << "int8 rows loaded as float weights";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'weight' is Char"), std::string::npos) << e.what();
+  }
+}
+
+// A line limit is checked as the line is read: 1 MB without a newline is not gathered whole.
+TEST(Files, ALongLineIsStoppedAtTheLimitNotReadWhole) {
+  std::istringstream in("short\n" + std::string(1 << 20, 'x') + "\nafter\nlast");
+  std::string line;
+  EXPECT_EQ(read_line(in, line, 100), LineStatus::Ok);
+  EXPECT_EQ(line, "short");
+  EXPECT_EQ(read_line(in, line, 100), LineStatus::TooLong);
+  EXPECT_LE(line.size(), 100u + 8192u);
+  in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  EXPECT_EQ(read_line(in, line, 100), LineStatus::Ok);
+  EXPECT_EQ(line, "after");
+  EXPECT_EQ(read_line(in, line, 100), LineStatus::Ok);
+  EXPECT_EQ(line, "last");  // no newline at the end
+  EXPECT_EQ(read_line(in, line, 100), LineStatus::End);
+  std::istringstream empty_lines("\n\nx\n");
+  EXPECT_EQ(read_line(empty_lines, line, 10), LineStatus::Ok);
+  EXPECT_EQ(line, "");
+  EXPECT_EQ(read_line(empty_lines, line, 10), LineStatus::Ok);
+  EXPECT_EQ(read_line(empty_lines, line, 10), LineStatus::Ok);
+  EXPECT_EQ(line, "x");
+  EXPECT_EQ(read_line(empty_lines, line, 10), LineStatus::End);
+  EXPECT_THROW(read_small_file("/dev/zero", 100, "a test file"), Error);
+  EXPECT_THROW(read_small_file("/", 100, "a test file"), Error);
 }
 
 }  // namespace

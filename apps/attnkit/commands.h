@@ -35,5 +35,6 @@ Command add_export_command(CLI::App& parent);
 Command add_average_command(CLI::App& parent);
 Command add_quantize_command(CLI::App& parent);
 Command add_po_command(CLI::App& parent);
+Command add_upgrade_command(CLI::App& parent);
 
 }  // namespace attnkit::cli

@@ -29,13 +29,10 @@ using detail::PyObject;
 using detail::PyRef;
 using Kind = PyObject::Kind;
 
+// A .pt file: a regular file of at most 16 GiB (a model of the 2^31 weights config.json allows,
+// in float64, with room to spare); /dev/zero or a FIFO would never end.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return bytes.str();
+  return read_small_file(path, size_t(16) << 30, "a .pt file");
 }
 
 uint32_t le32(const std::string& b, size_t at) {
@@ -153,7 +150,13 @@ PyRef load_object(const std::string& bytes, const std::string& name) {
       if (!reader.hasRecord(record))
         throw Error(name + ": storage '" + record + "' is missing from the archive");
       auto [data, size] = reader.getRecord(record);
-      const size_t needed = static_cast<size_t>(numel) * at::elementSize(dtype);
+      // The count comes from the file: its byte size must not overflow (2^63 - 1 elements).
+      const size_t element = at::elementSize(dtype);
+      if (static_cast<uint64_t>(numel) > static_cast<uint64_t>(size) / element)
+        throw Error(name + ": storage '" + record + "' is declared to hold " +
+                    std::to_string(numel) + " " + c10::toString(dtype) +
+                    " elements, but its record has only " + std::to_string(size) + " bytes");
+      const size_t needed = static_cast<size_t>(numel) * element;
       if (size < needed)
         throw Error(name + ": storage '" + record + "' holds " + std::to_string(size) +
                     " bytes but " + std::to_string(needed) + " are needed (truncated file?)");
@@ -224,7 +227,11 @@ at::Tensor load_tensor(const std::string& path) {
 }
 
 TensorDict load_tensor_dict(const std::string& path) {
-  auto o = load_object(read_file(path), path);
+  return load_tensor_dict_bytes(read_file(path), path);
+}
+
+TensorDict load_tensor_dict_bytes(const std::string& bytes, const std::string& path) {
+  auto o = load_object(bytes, path);
   if (o->kind != Kind::Dict)
     throw Error(path + ": expected a dict of tensors (e.g. a state_dict) but the file holds a " +
                 detail::kind_name(o->kind));
@@ -249,15 +256,6 @@ void save_tensor_dict(const std::string& path, const TensorDict& tensors) {
   }
   const auto bytes = torch::jit::pickle_save(dict);
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
-}
-
-void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
-  write_file_atomic(path, [&](const ByteSink& sink) {
-    archive.save_to([&](const void* data, size_t size) {
-      sink(data, size);
-      return size;  // always all of it: a failed write is the sink's to report
-    });
-  });
 }
 
 const at::Tensor& find(const TensorDict& dict, const std::string& key, const std::string& what) {

@@ -2,11 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include <filesystem>
-#include <sstream>
+#include <map>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
@@ -18,53 +16,90 @@ namespace attnkit::io {
 namespace fs = std::filesystem;
 
 void save_weights(torch::nn::Module& model, const std::string& path) {
-  torch::serialize::OutputArchive archive;
-  model.save(archive);
-  save_archive(archive, path);  // a full disk keeps the previous weights
+  save_tensor_dict(path, state_dict(model));  // a full disk keeps the previous weights
+}
+
+namespace {
+
+std::string shape_text(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string read_weights_file(const std::string& path) {
+  if (!fs::exists(path)) throw Error(path + ": missing model weights");
+  std::string bytes = read_checked_archive(path);  // sizes and CRCs first
+  // A LibTorch (TorchScript) archive carries code records that its importer runs: attnkit
+  // wrote its weights so before it read them with its own unpickler, and reads them no more.
+  if (bytes.find("/constants.pkl") != std::string::npos ||
+      bytes.find("/code/__torch__") != std::string::npos)
+    throw Error(path +
+                ": a LibTorch archive (model weights as attnkit 0.2 wrote them), which "
+                "runs the code it carries when it is read; attnkit reads only torch.save "
+                "dicts of tensors. Convert a model directory you trust: attnkit upgrade DIR");
+  return bytes;
+}
+
+void assign(torch::nn::Module& model, const TensorDict& state, const std::string& path) {
+  std::map<std::string, const at::Tensor*> stored;
+  for (const auto& [name, t] : state) stored[name] = &t;
+  for (const auto& [name, t] : state_dict(model)) {
+    auto it = stored.find(name);
+    if (it == stored.end())
+      throw Error(path + ": has no tensor '" + name +
+                  "', which config.json's model needs (the "
+                  "config describes another model than these weights)");
+    const at::Tensor& got = *it->second;
+    if (got.sizes() != t.sizes())
+      throw Error(path + ": parameter '" + name + "' is " + shape_text(got.sizes()) +
+                  " but config.json describes " + shape_text(t.sizes()) +
+                  " (the sizes and vocabularies there): the config does not belong to these "
+                  "weights");
+    if (got.scalar_type() != t.scalar_type())
+      throw Error(path + ": '" + name + "' is " + std::string(c10::toString(got.scalar_type())) +
+                  " where the model's is " + c10::toString(t.scalar_type()) +
+                  (got.scalar_type() == at::kChar
+                       ? " (int8 rows: give config.json \"compute_type\": \"int8\", as attnkit "
+                         "quantize writes it)"
+                       : ""));
+    stored.erase(it);
+  }
+  if (!stored.empty())
+    throw Error(path + ": holds '" + stored.begin()->first + "'" +
+                (stored.size() > 1 ? " and " + std::to_string(stored.size() - 1) + " more" : "") +
+                ", which the model config.json describes does not have (fewer layers, or "
+                "another architecture, than these weights)");
+  LoadStateDictOptions options;
+  options.source = path;
+  load_state_dict(model, state, options);
 }
 
 // Shapes of every parameter, by name.
-std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_of(torch::nn::Module& model) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+Shapes shapes_of(torch::nn::Module& model) {
+  Shapes out;
   for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value().sizes().vec());
   return out;
 }
 
-// After a load: every parameter keeps the shape config.json gave it (LibTorch's loader replaces
-// a tensor of another shape silently, and the first step then fails on a bare shape error or
-// translates wrongly), and holds finite numbers.
-void check_loaded(torch::nn::Module& model, const std::string& path,
-                  const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected) {
-  auto shape = [](const std::vector<int64_t>& s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-  };
+void check_loaded(torch::nn::Module& model, const std::string& path, const Shapes& expected) {
   const auto loaded = model.named_parameters();
   for (const auto& [name, want] : expected) {
     const auto& got = loaded[name];
     if (got.sizes().vec() != want)
-      throw Error(path + ": parameter '" + name + "' is " + shape(got.sizes().vec()) +
-                  " but config.json describes " + shape(want) +
-                  " (the sizes and vocabularies there): the config does not belong to these "
-                  "weights");
+      throw Error(path + ": parameter '" + name + "' is " + shape_text(got.sizes()) +
+                  " but config.json describes " + shape_text(want) +
+                  ": the config does not belong to these weights");
     if (!at::isfinite(got).all().item<bool>())
       throw Error(path + ": parameter '" + name + "' holds NaN or infinite values");
   }
 }
 
 void load_weights(torch::nn::Module& model, const std::string& path) {
-  if (!fs::exists(path)) throw Error(path + ": missing model weights");
   const auto expected = shapes_of(model);
-  try {
-    torch::serialize::InputArchive archive;
-    std::istringstream bytes(read_checked_archive(path));  // CRCs first
-    archive.load_from(bytes);
-    model.load(archive);
-  } catch (const std::exception& e) {  // LibTorch's reader throws std::out_of_range too (fuzzing)
-    throw Error(path + ": cannot load the weights into the configured model (" +
-                first_line(e.what()) + ")");
-  }
+  assign(model, load_tensor_dict_bytes(read_weights_file(path), path), path);
   check_loaded(model, path, expected);
 }
 
@@ -93,8 +128,7 @@ void save_quantized_weights(torch::nn::Module& model, const std::string& path) {
 }
 
 void load_quantized_weights(torch::nn::Module& model, const std::string& path) {
-  if (!fs::exists(path)) throw Error(path + ": missing model weights");
-  const auto stored = load_tensor_dict(path);
+  const auto stored = load_tensor_dict_bytes(read_weights_file(path), path);
   TensorDict weights;
   for (const auto& [name, t] : stored) {
     if (t.scalar_type() != at::kChar) {
@@ -111,9 +145,7 @@ void load_quantized_weights(torch::nn::Module& model, const std::string& path) {
     weights.emplace_back(name, kernels::dequantize_rows({t, scales}));
   }
   const auto expected = shapes_of(model);
-  LoadStateDictOptions options;
-  options.source = path;
-  load_state_dict(model, weights, options);
+  assign(model, weights, path);
   check_loaded(model, path, expected);
 }
 

@@ -1,11 +1,8 @@
 #include "attnkit/rnn/trainable.h"
 
 #include <ATen/ATen.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "attnkit/data/vocab.h"
-#include "attnkit/io/weights.h"
 #include "attnkit/train/step.h"
 
 namespace attnkit::rnn {
@@ -52,11 +49,5 @@ double RnnTrainable::validation_loss(const Batch& b) {
   auto out = model_->forward(b.source, b.lengths, b.target_in, 1.0, real, Head::Features);
   return output_loss(out.features, b.target_out.masked_select(real), 0.0).item<double>();
 }
-
-void RnnTrainable::save_weights(const std::string& path) { io::save_weights(*model_, path); }
-
-void RnnTrainable::save(torch::serialize::OutputArchive& archive) { model_->save(archive); }
-
-void RnnTrainable::load(torch::serialize::InputArchive& archive) { model_->load(archive); }
 
 }  // namespace attnkit::rnn

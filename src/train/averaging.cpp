@@ -58,7 +58,7 @@ std::vector<std::string> kept_weights(const std::string& model_dir) {
 void keep_weights(Trainable& model, const std::string& model_dir, int64_t step, int64_t keep) {
   if (keep <= 0) return;
   fs::create_directories(fs::path(model_dir) / "checkpoints");
-  model.save_weights(kept_weights_path(model_dir, step));
+  io::save_weights(model.module(), kept_weights_path(model_dir, step));
   const auto files = kept_weights(model_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i]);
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "attnkit/eval/metrics.h"
+#include "attnkit/io/weights.h"
 
 namespace attnkit::train {
 
@@ -15,7 +16,7 @@ bool Validator::has_data() const { return !data_.pairs.empty() || !data_.sources
 
 bool Validator::has_best() const { return std::filesystem::exists(best_path_); }
 
-void Validator::keep_current() const { model_.save_weights(best_path_); }
+void Validator::keep_current() const { io::save_weights(model_.module(), best_path_); }
 
 double Validator::loss() {
   const auto& valid = data_.pairs;

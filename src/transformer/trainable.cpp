@@ -1,11 +1,8 @@
 #include "attnkit/transformer/trainable.h"
 
 #include <ATen/ATen.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "attnkit/data/vocab.h"
-#include "attnkit/io/weights.h"
 #include "attnkit/kernels/ops/ragged.h"
 #include "attnkit/train/step.h"
 
@@ -42,13 +39,5 @@ double TransformerTrainable::validation_loss(const Batch& b) {
   at::NoGradGuard no_grad;
   return token_loss(b, 0.0).item<double>();
 }
-
-void TransformerTrainable::save_weights(const std::string& path) {
-  io::save_weights(*model_, path);
-}
-
-void TransformerTrainable::save(torch::serialize::OutputArchive& archive) { model_->save(archive); }
-
-void TransformerTrainable::load(torch::serialize::InputArchive& archive) { model_->load(archive); }
 
 }  // namespace attnkit::transformer

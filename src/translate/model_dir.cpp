@@ -59,11 +59,12 @@ void check_written_by_older(const std::string& path, const json& config) {
 ModelConfig load_config(const std::string& dir) {
   const auto path = (fs::path(dir) / "config.json").string();
   if (!fs::is_directory(dir)) throw Error(dir + ": no such model directory");
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": missing; is " + dir + " a model directory made by attnkit train?");
+  if (!fs::exists(path))
+    throw Error(path + ": missing; is " + dir + " a model directory made by attnkit train?");
+  const std::string text = read_small_file(path, 1 << 20, "config.json");
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }

@@ -1,6 +1,7 @@
-// A model directory's weights: model.pt and checkpoint.pt, read by LibTorch's archive reader,
-// then held to config.json's shapes and to finite values. The input is config.json and the
-// weights joined by "\n@@@@\n" (seeds: a 4-wide model that make_seeds.py trains for a step).
+// A model directory's weights: model.pt and checkpoint.pt, torch.save dicts read by attnkit's
+// unpickler, then held to config.json's tensors (names, shapes, dtypes) and to finite values. The
+// input is config.json and the weights joined by "\n@@@@\n" (seeds: a 4-wide model that
+// make_seeds.py trains for a step).
 
 #include <filesystem>
 

@@ -56,8 +56,7 @@ def digest(path):
 
 def checkpoint_tensors(path):
     """Everything in checkpoint.pt but the optimizer's state, by name."""
-    module = torch.jit.load(path)
-    return {name: t for name, t in module.named_parameters() if not name.startswith("optimizer.")}
+    return {name: t for name, t in torch.load(path).items() if not name.startswith("optimizer.")}
 
 
 def same_checkpoint(a, b):

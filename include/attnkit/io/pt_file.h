@@ -7,10 +7,6 @@
 #include <utility>
 #include <vector>
 
-namespace torch::serialize {
-class OutputArchive;
-}
-
 // Reading and writing the files of Python's torch.save / torch.load (the zip format, default
 // since PyTorch 1.6). LibTorch 1.13's pickle_load cannot read a state_dict (it rejects
 // collections.OrderedDict), so attnkit has its own bounds-checked unpickler for the subset
@@ -34,19 +30,12 @@ at::Tensor load_tensor(const std::string& path);
 // A file holding a dict of tensors (a state_dict, or torch.save({"a": t, ...})). Non-tensor
 // values (e.g. numbers) are an error naming the key.
 TensorDict load_tensor_dict(const std::string& path);
+TensorDict load_tensor_dict_bytes(const std::string& bytes, const std::string& name);
 
 // Writes `tensors` as a dict that Python's torch.load reads. The file appears atomically:
 // it is written to a temporary file next to `path` and renamed, so a failure never leaves a
 // half-written file or destroys an existing one.
 void save_tensor_dict(const std::string& path, const TensorDict& tensors);
-
-// Writes a LibTorch archive (model.pt, checkpoint.pt) to `path` as write_file_atomic does,
-// streamed to the file, not gathered in memory first (a string grown by doubling, then copied
-// out): a 40-step run of the default Transformer saving its 89 MB checkpoint and its weights 9
-// times spent 14.2 s on it, now 2.0 s, and its peak memory fell from 574 to 400 MB. A full disk
-// is an attnkit::Error naming `path` that keeps the previous file (through ByteSink, LibTorch's
-// writer never sees it fail).
-void save_archive(torch::serialize::OutputArchive& archive, const std::string& path);
 
 // The zip container of a .pt file (torch.save's, or a LibTorch archive's: model.pt,
 // checkpoint.pt), checked before a reader trusts it: every stored member inside the file and

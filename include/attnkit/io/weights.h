@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "attnkit/io/pt_file.h"
+
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
@@ -12,7 +14,9 @@ class Module;
 // A model directory's weights, whatever the architecture: a module's parameters and buffers.
 namespace attnkit::io {
 
-// model.pt. Loading checks every tensor's name and shape against the module's and throws
+// model.pt: a torch.save dict of the module's parameters and buffers (Python's torch.load reads
+// it), read back by attnkit's own unpickler (io/pt_file.h), which builds tensors and nothing
+// else. Loading checks every tensor's name, shape and dtype against the module's and throws
 // attnkit::Error naming the file and the first that differs.
 void save_weights(torch::nn::Module& model, const std::string& path);
 void load_weights(torch::nn::Module& model, const std::string& path);
@@ -29,5 +33,14 @@ void load_quantized_weights(torch::nn::Module& model, const std::string& path);
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 Shapes shapes_of(torch::nn::Module& model);
 void check_loaded(torch::nn::Module& model, const std::string& path, const Shapes& expected);
+
+// The bytes of a weights file (model.pt, checkpoint.pt) for attnkit's own unpickler: sizes and
+// CRCs checked, and a LibTorch (TorchScript) archive refused by name, since reading one runs the
+// code it carries.
+std::string read_weights_file(const std::string& path);
+// `state` into the module's parameters and buffers: each one present, of its shape and dtype, and
+// nothing left over (weights with more layers than the config). attnkit::Error naming `path`
+// and the tensor otherwise.
+void assign(torch::nn::Module& model, const TensorDict& state, const std::string& path);
 
 }  // namespace attnkit::io

@@ -18,9 +18,7 @@ class RnnTrainable : public train::Trainable {
   train::BatchLoss loss(const train::Batch& batch, const train::LossOptions& options,
                         train::ReinforceBaseline& baseline) override;
   double validation_loss(const train::Batch& batch) override;
-  void save_weights(const std::string& path) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   // The loss from the output layer's input (Head::Features), with the model's output layer.

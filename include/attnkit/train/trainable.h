@@ -8,10 +8,9 @@
 #include "attnkit/train/batching.h"
 #include "attnkit/train/step.h"
 
-namespace torch::serialize {
-class InputArchive;
-class OutputArchive;
-}  // namespace torch::serialize
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 // What the training loop (train/trainer.h) needs of a model, and nothing of its architecture:
 // each model implements it in its own folder (rnn/trainable.h, transformer/trainable.h).
@@ -44,11 +43,8 @@ class Trainable {
   virtual bool runs_in_lanes() const { return false; }
   // The mean token cross-entropy of a batch, without label smoothing or gradients.
   virtual double validation_loss(const Batch& batch) = 0;
-  // The weights alone, in the model directory's format (model.pt).
-  virtual void save_weights(const std::string& path) = 0;
-  // The weights into and out of a training checkpoint.
-  virtual void save(torch::serialize::OutputArchive& archive) = 0;
-  virtual void load(torch::serialize::InputArchive& archive) = 0;
+  // The weights: what model.pt and a checkpoint hold.
+  virtual torch::nn::Module& module() = 0;
 };
 
 }  // namespace attnkit::train

@@ -19,9 +19,7 @@ class TransformerTrainable : public train::Trainable {
   // Its randomness is kernels::dropout's (the attention weights' dropout included).
   bool runs_in_lanes() const override { return true; }
   double validation_loss(const train::Batch& batch) override;
-  void save_weights(const std::string& path) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
+  torch::nn::Module& module() override { return *model_; }
 
  private:
   at::Tensor token_loss(const train::Batch& batch, double smoothing);
