@@ -178,9 +178,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
     if (!members.empty()) batches.push_back(std::move(members));
   }
 
-  const size_t streams = std::min<size_t>(
+  const size_t batch_threads = std::min<size_t>(
       batches.size(), parallel_batches > 0 ? parallel_batches : configured_threads());
-  if (streams <= 1) {
+  if (batch_threads <= 1) {
     for (const auto& members : batches) translate_batch(members, ids, options, results, stats);
     return results;
   }
@@ -210,7 +210,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
     }
   };
   std::vector<std::thread> workers;
-  for (size_t i = 1; i < streams; ++i) workers.emplace_back(work);
+  for (size_t i = 1; i < batch_threads; ++i) workers.emplace_back(work);
   work();
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);

@@ -422,18 +422,12 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
                   y + p0 * width_, ldy, accumulate, bias ? bias + p0 * width_ : nullptr);
       }
       // Sums longer than kDepth are taken kDepth at a time, so that a panel's slice (32 KiB at
-      // most) stays in L1 while every row block streams it; and the rows kRowBlock at a time, so
-      // that the x block they stream from (96 KiB at kDepth) stays in L2 with the panels' slices.
-      // Without the row blocks a 1024^3 product ran at half the rate on one core (x and the
-      // panels' slices, 1 MiB each, overflowed the 2 MiB L2). On AVX2 the columns are also taken
-      // 256 at a time (16 panels) outside the row blocks, so that the block of y a row block
-      // writes (96 KiB) stays in L2 beside its x block: the AVX2 machines measured have a 512 KiB
-      // L2, where a row block's y at N = 2784 (1 MiB) did not fit. On an AMD EPYC Zen 3, one
-      // core, medians of three sessions of 5-7 alternated rounds: 512 x 256 x 2784 49-53 ->
-      // 54-59 GFLOP/s, 1024^3 53-56 -> 59-64, 160 x 256 x 2784 47-60 -> 51-66, 64 x 256 x 768
-      // unchanged (one block of columns). AVX-512 keeps one block of every column, as measured
-      // on Intel with its 2 MiB L2. Each element's sum still runs over k in ascending order, so
-      // the blocking changes no result.
+      // most) stays in L1 while every row block streams it, and the rows kRowBlock at a time, so
+      // that their x block (96 KiB) stays in L2 with the slices: without the row blocks 1024^3 ran
+      // at half the rate on one core. On AVX2 the columns are taken 256 at a time too, so that a
+      // row block's y stays in a 512 KiB L2 beside its x block (512 x 256 x 2784 on a Zen 3:
+      // 49-53 -> 54-59 GFLOP/s, bench `PackedGemm`). Each sum still runs over k in ascending
+      // order, so the blocking changes no result.
       const int64_t panels = (N + width_ - 1) / width_;
       const int64_t group = isa_ == Isa::Avx2 ? kColumnBlock2 / width_ : panels;
       for (int64_t g0 = p0; g0 < panels; g0 += group) {
@@ -467,25 +461,25 @@ void Panels<T>::multiply_block(const T* x, int64_t m, int64_t ldx, T* y, int64_t
 // Whole 8-row blocks per share where there are enough; otherwise op(B)'s panels (columns), so
 // that a decoding step's one-row product still streams its weight on every thread.
 template <typename T>
-int64_t Panels<T>::shares(int64_t m, int64_t parts) const {
+int64_t Panels<T>::part_count(int64_t m, int64_t parts) const {
   const int64_t blocks = (m + 7) / 8, panels = (n_ + width_ - 1) / width_;
   if (blocks < parts && panels > 1) return std::min(parts, panels);
   return std::max<int64_t>(1, std::min(parts, blocks));
 }
 
 template <typename T>
-void Panels<T>::multiply_share(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
-                               bool accumulate, int64_t kstride, int64_t shares, int64_t j,
-                               const T* bias) const {
+void Panels<T>::multiply_part(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
+                              bool accumulate, int64_t kstride, int64_t count, int64_t j,
+                              const T* bias) const {
   const int64_t blocks = (m + 7) / 8, panels = (n_ + width_ - 1) / width_;
-  if (blocks < shares && panels > 1) {
-    const int64_t first = panels * j / shares, last = panels * (j + 1) / shares;
+  if (blocks < count && panels > 1) {
+    const int64_t first = panels * j / count, last = panels * (j + 1) / count;
     multiply_block(x, m, ldx, y + first * width_, ldy, accumulate, kstride, 0, k_, first * width_,
                    std::min(n_, last * width_), bias ? bias + first * width_ : nullptr);
     return;
   }
-  const int64_t from = std::min(m, blocks * j / shares * 8),
-                to = std::min(m, blocks * (j + 1) / shares * 8);
+  const int64_t from = std::min(m, blocks * j / count * 8),
+                to = std::min(m, blocks * (j + 1) / count * 8);
   multiply(x + from * ldx, to - from, ldx, y + from * ldy, ldy, accumulate, kstride, bias);
 }
 
@@ -493,9 +487,9 @@ template <typename T>
 void Panels<T>::multiply_parallel(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy,
                                   bool accumulate, int64_t kstride, int64_t parts,
                                   const T* bias) const {
-  const int64_t count = shares(m, parts);
+  const int64_t count = part_count(m, parts);
   for_each_row_part(count, [&](RowPart part) {
-    multiply_share(x, m, ldx, y, ldy, accumulate, kstride, count, part.first, bias);
+    multiply_part(x, m, ldx, y, ldy, accumulate, kstride, count, part.first, bias);
   });
 }
 

@@ -8,10 +8,9 @@
 // times, and over a sequence that packing and OpenBLAS's hand-off between its threads cost as
 // much as a third of the products. Packed once, the weight is streamed on one thread, so a
 // kernel can give each thread its own rows for a whole sequence. And OpenBLAS 0.3.21 does not
-// know every CPU with AVX-512 (it runs its AVX2 kernels on this project's Zen 5 machines),
-// while the AVX-512 block here runs at twice the AVX2 block's rate where the CPU has full-width
-// AVX-512 units (measured on one core at M = 64, K = 256, N = 768: 268 against 136 GFLOP/s;
-// OpenBLAS 114).
+// know every CPU with AVX-512 (it runs its AVX2 kernels on Zen 5), while the AVX-512 block here
+// runs at twice the AVX2 block's rate where the CPU has full-width AVX-512 units (one core,
+// M = 64, K = 256, N = 768: 268 against 136 GFLOP/s; OpenBLAS 114; bench `PackedGemm`).
 //
 // Every output element is one sum over k in ascending order whatever the rows, the row block
 // or the thread, so splitting rows between threads never changes a result.
@@ -35,20 +34,10 @@ struct PackOptions {
   double scale = 1;
   int64_t parts = 1;
   Isa isa = cpu_isa();
-  // The panels are kept and multiplied call after call with other work between the calls (a
-  // model's weights in decoding: a Transformer step's 19 products stream 13.6 MB of them), so
-  // they come from L3, not from the L2 that packing or the previous call left them in. Then the
-  // first row block of each panel prefetches the next panel's slice into L1 as it goes (when the
-  // row block has more than one block of rows: at M = 8 fetching two panels at once ran 2-5 %
-  // slower). On one core of an AMD EPYC Zen 5, against the same build without it, a decoder
-  // step's products in a row (`StepProducts/<M>`) ran 194/194 against 170/177 GFLOP/s at M = 32,
-  // 199/200 against 186/186 at 64 and 197/200 against 193/189 at 160 (in a quieter spell of the
-  // VM, the build without it at 195-210: 1-5 % at 64 and 160); on its AVX2 blocks
-  // (ATTNKIT_ISA=avx2) 79-83 against 60-72 at M = 8, 93-98 against 80-82 at 32, 103 against 92-93
-  // at 64, 104-105 against 99-101 at 160. Beam 5 at batch 32 translated 2.4-7.2 % more sentences a
-  // second in 5 of 5 alternated pairs (two batches at once), the same translations byte for byte.
-  // Training's products, whose weights were packed just before, ran 1-5 % slower with it
-  // (Forward/*, Backward/*): they do not stream.
+  // For panels kept and multiplied call after call with other work between (a model's weights
+  // in decoding), which come from L3: the first row block of each panel prefetches the next
+  // panel's slice. A decoder step's products (bench `StepProducts/<M>`, one Zen 5 core) ran 4-14 %
+  // faster with it; freshly packed panels (training) ran 1-5 % slower, and do not stream.
   bool streamed = false;
 };
 
@@ -66,17 +55,11 @@ class Panels {
                       const PackOptions& options = {});
 
   // op(B) = B as `plain` packs it, but read where it lies, without a copy, when its columns fill
-  // whole panels (n a multiple of the ISA's width) and options.scale is 1; otherwise packed as
-  // `plain` packs it. Each element's sum is the same either way, so the results are the same bit
-  // for bit; B must outlive the Panels. Why: the fused attention kernel multiplies by a head's V
-  // (and in the backward pass dO, Q and K) once per block of queries, and packing them took 2.3-2.5
-  // % of its samples; read in place, the forward pass ran at 0.828 of the 1024^3 SGEMM rate
-  // against 0.795 (means of 8 alternated runs on one core of a Zen 5, T = 512, d = 64), while the
-  // backward pass's products absorbed the loads the packing had done (0.782 against 0.788).
-  // Rows a multiple of 4 KiB apart are packed too: a panel's rows then share one L1 set, and read
-  // in place a training step's dX = dY W with W [256, 1024] ran 11 % slower than packing it
-  // (Backward/dX/*/512x1024x256, and dW with X [512, 1024] 10 %), while at 1 KiB in place was 2-5
-  // % faster (one core, Zen 5).
+  // whole panels (n a multiple of the ISA's width) and options.scale is 1; otherwise packed. The
+  // same sums either way, so the same bits; B must outlive the Panels. Why: the fused attention
+  // kernel multiplies by each head's V once per block of queries, and packing it took 2.3-2.5 % of
+  // its samples. Rows a multiple of 4 KiB apart are packed anyway: read in place they share one
+  // L1 set, and ran 10-11 % slower (bench `Backward/dX/*/512x1024x256`).
   static Panels in_place(const T* b, int64_t k, int64_t n, int64_t ldb,
                          const PackOptions& options = {});
 
@@ -101,11 +84,11 @@ class Panels {
                          int64_t kstride, int64_t parts, const T* bias = nullptr) const;
 
   // multiply_parallel in pieces, for a caller that runs several products in one hand-off to the
-  // threads: it splits an m-row product into shares(m, parts) shares (at most `parts`), and
-  // multiply_share(..., shares, j) computes share j of them.
-  int64_t shares(int64_t m, int64_t parts) const;
-  void multiply_share(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
-                      int64_t kstride, int64_t shares, int64_t j, const T* bias = nullptr) const;
+  // threads: it splits an m-row product into part_count(m, parts) parts (at most `parts`), and
+  // multiply_part(..., count, j) computes part j of them.
+  int64_t part_count(int64_t m, int64_t parts) const;
+  void multiply_part(const T* x, int64_t m, int64_t ldx, T* y, int64_t ldy, bool accumulate,
+                     int64_t kstride, int64_t count, int64_t j, const T* bias = nullptr) const;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }

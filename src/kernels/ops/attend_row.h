@@ -9,13 +9,9 @@
 // A row with nothing kept gives ctx = 0 and w = 0 (no NaN).
 //
 // Why it exists: the Transformer's beam search called a dot product and an axpy per key and
-// head (two function calls, ctx loaded and stored once per key, a scalar exp per weight), and
-// those calls took 8 % of a beam-5 decoding's samples on one core of an AMD EPYC Zen 5, beside
-// 71 % in the packed products. With full-width AVX-512 units and d a multiple of 16 (the
-// Transformer's d = 64: four registers), q and ctx live in registers for the whole row and the
-// exponentials run 16 at a time. Measured on that core, the same model and 2,232 sentences:
-// 5.9 % of the samples instead of 8.5 %, and the search 1-7 % faster in 5 of 5 alternated pairs
-// (about 3 %; the rest is the wait for the cached keys and values, which come from L3).
+// head, 8.5 % of a beam-5 decoding's samples. With full-width AVX-512 and d a multiple of 16 (the
+// Transformer's d = 64), q and ctx live in registers for the whole row and the exponentials run
+// 16 at a time: 5.9 % of the samples, the search about 3 % faster (bench/compare_transformer.py).
 //
 // Every weight depends only on its own key and the row's maximum, the sum of the exponentials
 // runs over j in ascending order, and ctx's two partial sums take the even and the odd keys: a

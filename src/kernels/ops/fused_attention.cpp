@@ -101,14 +101,10 @@ void for_each_rows(const Sizes& z, const Fn& fn) {
 // ---- short rows: a Transformer batch's sentences ----
 //
 // Up to kShortKeys keys a row takes dot products and axpys on the rows as they lie, with nothing
-// packed. The blocked path packs K and V (and in the backward pass Q and dO too) per row, and at a
-// translation batch's 12 positions that packing and the blocks' edges cost more than the products:
-// a [256 rows, 12, 64] causal batch took 0.94 ms forward and 4.0 ms forward + backward on one core
-// (AMD EPYC Zen 4) against the composite's 0.97 and 4.5; this path takes 0.38 and 1.4. The same
-// work (256 x 12 query positions) at 24 keys: 0.92 / 2.2 ms against the blocks' 1.05 / 5.7; at 28
-// about even, and from 32 (one whole AVX-512 panel) the blocks win. The scores of a row,
-// s_j = scale (q · k_j), are computed by the same function in both passes, so the backward pass
-// recomputes the forward's P exactly.
+// packed: at a translation batch's 12 positions the blocked path's packing and edges cost more
+// than its products ([256 rows, 12, 64], causal, one core: 0.38 / 1.4 ms forward / forward +
+// backward against the blocks' 0.94 / 4.0; about even at 28 keys; bench `ShortAttention`). Both
+// passes compute a row's scores with one function, so the backward pass recomputes P exactly.
 constexpr int64_t kShortKeys = 24;
 
 // One row's operands (Rows::row of each).
@@ -178,17 +174,12 @@ void short_backward_row(const Sizes& z, int64_t n, Row<const float> Q, Row<const
 
 // ---- short rows on AVX-512: d = dv = 16 V ----
 //
-// The portable rows above make five calls per query and key in the backward pass (two dot
-// products, three axpys) and two in the forward, each loading its operand rows afresh and
-// storing what it accumulates: at a Transformer batch's shape ([256 rows, 12, 64], causal) they
-// ran at 25 GFLOP/s on a core whose packed products run at 200, and took 7.9 % of the samples of
-// a Transformer's training step on one core of an AMD EPYC Zen 5. Here a query's q (and dO_i),
-// and its O_i or dQ_i sums, stay in registers over all its keys: on that core 230 and 730 us
-// forward and forward + backward at that shape against the portable rows' 350 and 1250
-// (ShortAttention/fused, and with ATTNKIT_ISA=avx2), and 4.8 % of a training step's samples.
-// Both passes compute the scores with short_scores512, so the backward pass recomputes the
-// forward's P exactly, as the portable rows do; dQ_i sums over j in ascending order with the
-// axpys' fused multiply-adds, the same bits.
+// The portable rows above make five calls per query and key in the backward pass, each loading
+// its operands afresh (25 GFLOP/s at a Transformer batch's shape, 7.9 % of a training step).
+// Here a query's q (and dO_i) and its sums stay in registers over all its keys: 230 / 730 us
+// forward / forward + backward against 350 / 1250 (bench `ShortAttention/fused`, one Zen 5 core).
+// Both passes compute the scores with short_scores512, so the backward pass recomputes P
+// exactly; dQ_i sums over j in ascending order with fused multiply-adds, the same bits.
 
 template <int V>
 __attribute__((target("avx512f,avx2,fma"))) inline void load_row(const float* x, __m512 (&r)[V]) {
