@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/po_catalog.h"
+#include "attnkit/po/check.h"
 #include "attnkit/po/pretranslate.h"
 #include "attnkit/translate/translator.h"
 #include "checks.h"
@@ -100,6 +102,50 @@ int stats(const std::vector<std::string>& files, const std::string& format) {
   return 0;
 }
 
+struct PoCheckArgs {
+  std::vector<std::string> files;
+  std::string format = "text", lang;
+  bool fuzzy = false;
+};
+
+// Each finding as file:line: kind: message (or JSON), then a count per kind on stderr; exit 1
+// when there is any, so that a build or a CI job can stop on them.
+int check(const PoCheckArgs& a) {
+  nlohmann::json all = nlohmann::json::array();
+  std::map<std::string, size_t> counts;
+  size_t total = 0, entries = 0;
+  for (const auto& f : a.files) {
+    const auto catalog = data::PoCatalog::read(f);
+    for (const auto& e : catalog.entries()) entries += !e.is_header() && !e.obsolete;
+    po::CheckOptions options;
+    options.lang = a.lang;
+    options.fuzzy = a.fuzzy;
+    for (const auto& finding : po::check(catalog, options)) {
+      ++counts[po::to_string(finding.kind)];
+      ++total;
+      if (a.format == "json")
+        all.push_back({{"file", f},
+                       {"line", finding.line},
+                       {"kind", po::to_string(finding.kind)},
+                       {"message", finding.message}});
+      else
+        std::cout << f << ":" << finding.line << ": " << po::to_string(finding.kind) << ": "
+                  << finding.message << "\n";
+    }
+  }
+  if (a.format == "json") std::cout << all.dump(2) << "\n";
+  auto counted = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::cerr << "po check: " << counted(total, "finding", "findings") << " in "
+            << counted(a.files.size(), "catalog", "catalogs") << " ("
+            << counted(entries, "entry", "entries") << ")";
+  for (const auto& [kind, n] : counts)
+    std::cerr << (kind == counts.begin()->first ? ": " : ", ") << n << " " << kind;
+  std::cerr << "\n";
+  return total ? 1 : 0;
+}
+
 }  // namespace
 
 Command add_po_command(CLI::App& parent) {
@@ -140,8 +186,25 @@ Command add_po_command(CLI::App& parent) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
+  auto* c = app->add_subcommand(
+      "check",
+      "What a reviewer looks for in translated entries, human or machine: placeholders, markup, "
+      "accelerators, identical or untranslated text, repeated words, trailing punctuation and "
+      "whitespace, plural forms without their number; exit 1 on any finding");
+  auto ca = std::make_shared<PoCheckArgs>();
+  c->add_option("files", ca->files, "Catalogs")->required()->check(CLI::ExistingFile);
+  c->add_option("--lang", ca->lang, "The catalogs' language (default: each header's Language)");
+  c->add_flag("--fuzzy", ca->fuzzy, "Check fuzzy entries too");
+  c->add_option("--format", ca->format, "text | json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
   return {app,
-          [a, t, files, format] { return t->parsed() ? translate(*a) : stats(*files, *format); },
+          [a, t, s, files, format, ca] {
+            if (t->parsed()) return translate(*a);
+            if (s->parsed()) return stats(*files, *format);
+            return check(*ca);
+          },
           ThreadPolicy::Blas};
 }
 
