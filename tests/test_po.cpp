@@ -209,3 +209,33 @@ TEST(PoCatalog, MalformedFilesAreErrorsNamingFileAndLine) {
                      "#~ msgid \"a\"\n#~ msgstr \"x\"\n"),
             "(no error)");
 }
+
+// What msgfmt --check refuses, refused on reading with the line: a header whose Plural-Forms
+// cannot be evaluated, an entry with only a msgctxt, bytes outside a declared ASCII.
+TEST(PoCatalog, CatalogsMsgfmtRefusesAreRefusedWithTheLine) {
+  const std::string head =
+      "msgid \"\"\nmsgstr \"\"\n\"Content-Type: text/plain; charset=UTF-8\\n\"\n";
+  auto error = [](const std::string& text) {
+    try {
+      PoCatalog::parse(text, "t.po");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const char* forms : {"nplurals=0; plural=0;", "nplurals=-1; plural=0;",
+                            "nplurals=3000000; plural=0;", "nplurals=2; plural=(n%0);"}) {
+    const auto e = error(head + "\"Plural-Forms: " + forms + "\\n\"\n");
+    EXPECT_EQ(e.rfind("t.po:4: Plural-Forms", 0), 0u) << forms << ": " << e;
+  }
+  const std::string deep =
+      "nplurals=2; plural=" + std::string(100000, '(') + "n" + std::string(100000, ')') + ";";
+  EXPECT_NE(error(head + "\"Plural-Forms: " + deep + "\\n\"\n").find("nested more than 64"),
+            std::string::npos);
+  EXPECT_EQ(error(head + "\nmsgctxt \"menu\"\n"), "t.po:5: msgctxt without msgid");
+  const auto ascii = error(
+      "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=ASCII\\n\"\n\nmsgid \"a\"\nmsgstr "
+      "\"\xc3\xa9\"\n");
+  EXPECT_EQ(ascii, "t.po:5: a byte outside ASCII, the declared charset");
+  EXPECT_EQ(error(head + "\"Plural-Forms: nplurals=INTEGER; plural=EXPRESSION;\\n\"\n"), "");
+}

@@ -1,14 +1,14 @@
-// Plural-Forms headers (include/attnkit/po/plural.h): the forms gettext's own languages pick for
-// each n, and the headers msgfmt --check refuses, refused here too with what is wrong.
+// Plural-Forms headers (include/attnkit/data/plural_forms.h): the forms gettext's own languages
+// pick for each n, and the headers msgfmt --check refuses, refused here too with what is wrong.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "attnkit/core/error.h"
-#include "attnkit/po/plural.h"
+#include "attnkit/data/plural_forms.h"
 
 using attnkit::Error;
-using attnkit::po::PluralForms;
+using attnkit::data::PluralForms;
 
 namespace {
 

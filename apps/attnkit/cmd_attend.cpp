@@ -92,10 +92,32 @@ int run_notes_examples(const std::string& plot) {
 at::Tensor load_input(const std::string& path, const char* what) {
   if (path.empty()) throw Error(std::string("attend: this mode needs --") + what);
   auto t = io::load_tensor(path);
-  if (!t.is_floating_point())
-    throw Error(path + ": " + what + " must be a floating-point tensor, got " +
-                std::string(c10::toString(t.scalar_type())));
+  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble)
+    throw Error(path + ": " + what +
+                " must be float32 or float64 (attend computes in those), got " +
+                std::string(c10::toString(t.scalar_type())) +
+                (t.is_floating_point() ? "; save it as tensor.float()" : ""));
+  if (!at::isfinite(t).all().item<bool>())
+    throw Error(path + ": " + what + " holds NaN or infinite values");
   return t;
+}
+
+// The attention weights are [B, Tq, Tk]: bounded, so that a query of 50,000 rows attending to
+// itself cannot ask for 2.5e9 weights (10 GB) before anything is checked.
+void check_size(int64_t batch, int64_t tq, int64_t tk, int64_t heads = 1) {
+  constexpr double kMaxWeights = double(1 << 27);
+  const double weights = double(batch) * double(tq) * double(tk) * double(heads);
+  if (weights > kMaxWeights)
+    throw Error("attend: the attention weights would be " + std::to_string(batch) + " x " +
+                std::to_string(heads) + " x " + std::to_string(tq) + " x " + std::to_string(tk) +
+                " (" + std::to_string(static_cast<long long>(weights)) + " values); the limit is " +
+                std::to_string(1 << 27));
+}
+
+// A result computed from finite inputs may still overflow.
+void check_finite(const at::Tensor& output) {
+  if (!at::isfinite(output).all().item<bool>())
+    throw Error("attend: the result overflows (the inputs hold values too large to multiply)");
 }
 
 // 2-D inputs are one unbatched example; the modules take [B, T, D].
@@ -149,12 +171,14 @@ int run(AttendArgs a) {
   if (a.mode == "self") {
     const std::string& path = a.x.empty() ? a.q : a.x;
     auto x = load_input(path, "x");
+    check_size(x.dim() == 3 ? x.size(0) : 1, x.size(-2), x.size(-2));
     std::tie(output, weights) = self_attention(x);
   } else if (a.mode == "projected-self") {
     const std::string& path = a.x.empty() ? a.q : a.x;
     auto x0 = load_input(path, "x");
     unbatched = x0.dim() == 2;
     auto x = batched(x0, path);
+    check_size(x.size(0), x.size(1), x.size(1));
     SelfAttention module(SelfAttentionOptions(x.size(2)));
     load_weights(*module, a);
     module->train(a.train);
@@ -173,6 +197,7 @@ int run(AttendArgs a) {
         throw Error(path + " is " + std::string(c10::toString(t.scalar_type())) + " but " + a.q +
                     " is " + std::string(c10::toString(q.scalar_type())) +
                     ": give q, k and v one dtype");
+    check_size(q.size(0), q.size(1), k.size(1), a.mode == "multihead" ? a.heads : 1);
     auto mask = build_mask(a, q.size(0), q.size(1), k.size(1));
     if (a.mode == "attention") {
       Attention module(AttentionOptions(q.size(2), k.size(2))
@@ -218,6 +243,7 @@ int run(AttendArgs a) {
     output = output.squeeze(0);
     weights = weights.squeeze(0);
   }
+  check_finite(output);
   if (!a.plot.empty()) {
     // One panel per batch row (and head): the last two dimensions are [queries, keys].
     auto flat = weights.reshape({-1, weights.size(-2), weights.size(-1)});

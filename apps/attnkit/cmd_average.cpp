@@ -37,15 +37,15 @@ int run(const AverageArgs& a) {
   translate::Translator translator(a.model);  // the architecture the files must fit
   const auto files = files_to_average(a);
   train::average_weights(translator.module(), files);
-  prepare_new_model_dir("average", a.model, a.out);
-  copy_model_description(a.model, a.out);
+  NewModelDir dir("average", a.model, a.out);
   if (translator.config().compute_type() != kernels::ComputeType::Float32) {
     auto config = translator.config();  // the averaged weights are float32, and so is model.pt
     config.set_compute_type(kernels::ComputeType::Float32);
-    translate::save_config(a.out, config);
+    translate::save_config(dir.staging(), config);
   }
+  io::save_weights(translator.module(), (fs::path(dir.staging()) / "model.pt").string());
+  dir.commit();
   const auto out = (fs::path(a.out) / "model.pt").string();
-  io::save_weights(translator.module(), out);
   std::cout << "averaged " << files.size() << " weight files ("
             << fs::path(files.front()).filename().string() << " ... "
             << fs::path(files.back()).filename().string() << ") into " << out << "\n";

@@ -23,13 +23,13 @@ int run(const QuantizeArgs& a) {
   translate::Translator translator(a.model);
   if (translator.config().compute_type() == kernels::ComputeType::Int8)
     throw Error("quantize: " + a.model + " is int8 already (config.json's compute_type)");
-  prepare_new_model_dir("quantize", a.model, a.out);
-  copy_model_description(a.model, a.out);
+  NewModelDir dir("quantize", a.model, a.out);
   auto config = translator.config();
   config.set_compute_type(kernels::ComputeType::Int8);
+  io::save_quantized_weights(translator.module(), (fs::path(dir.staging()) / "model.pt").string());
+  translate::save_config(dir.staging(), config);
+  dir.commit();
   const auto weights = (fs::path(a.out) / "model.pt").string();
-  io::save_quantized_weights(translator.module(), weights);
-  translate::save_config(a.out, config);  // last: a directory without it is no model
   const auto source = fs::path(a.model) / "model.pt";
   const double before = fs::exists(source) ? static_cast<double>(fs::file_size(source)) : 0,
                after = static_cast<double>(fs::file_size(weights));

@@ -19,6 +19,9 @@ Command add_serve_command(CLI::App& parent) {
   app->add_option("--model", o->model_dir, "Model directory (without it: the playground only)");
   checks::add_compute_type(app, o->compute_type);
   app->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  app->add_option("--allow-host", o->allowed_hosts,
+                  "Accept requests whose Host is NAME too (repeatable; '*': any). Without it, "
+                  "only the listening address (and, on loopback, localhost) is accepted");
   app->add_option("--port", o->port, "Port (0: any free port)")
       ->check(checks::port())
       ->capture_default_str();

@@ -3,15 +3,18 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/data/vocab.h"
@@ -313,7 +316,19 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
   auto& o = a.options;
   if (o.model_dir.empty()) throw Error("train: --model-dir is required");
   auto dist_options = train::distributed_from_env();
-  if (a.nproc > 1 && dist_options.world_size == 1) return spawn_workers(a, command_line);
+  if (a.nproc > 1 && dist_options.world_size == 1) {
+    fs::create_directories(o.model_dir);
+    DirectoryLock lock(o.model_dir, "training");
+    refuse_to_overwrite(o);
+    return spawn_workers(a, command_line);
+  }
+  // One run per directory: two would write each other's checkpoints and logs. The ranks that
+  // --nproc starts share their launcher's lock; of other ranks, rank 0 holds it (the others
+  // may share its filesystem).
+  fs::create_directories(o.model_dir);
+  std::optional<DirectoryLock> lock;
+  if (!std::getenv("ATTNKIT_MODEL_DIR_LOCKED") && dist_options.rank == 0)
+    lock.emplace(o.model_dir, "training");
   // Before the ranks meet: once they have, rank 0 may write config.json before another looks.
   refuse_to_overwrite(o);
   std::unique_ptr<train::Distributed> dist;
@@ -419,12 +434,8 @@ void apply_preset(CLI::App& app, const std::string& name) {
   }
 }
 
-}  // namespace
-
-Command add_train_command(CLI::App& parent) {
-  auto* app = parent.add_subcommand(
-      "train", "Train a translation model: GRU encoder-decoder with attention, or Transformer");
-  auto a = std::make_shared<TrainArgs>();
+// The corpus, the tokenizers and the vocabularies.
+void add_data_options(CLI::App* app, TrainArgs* a) {
   auto& o = a->options;
   app->add_option("--train", a->train, "Training pairs, source<TAB>target")->required();
   app->add_option("--valid", a->valid, "Validation pairs (for loss, BLEU, early stopping)");
@@ -457,6 +468,10 @@ Command add_train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_flag("--reverse", a->reverse, "Swap the TSV columns");
   app->add_flag("--strict", a->strict, "Stop at the first malformed line");
+}
+
+// The architecture and its sizes.
+void add_model_options(CLI::App* app, TrainArgs* a) {
   app->add_option("--arch", a->arch,
                   "rnn: GRU encoder-decoder with attention (the notes' Seq2Seq); transformer: "
                   "self-attention encoder and decoder")
@@ -523,6 +538,11 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--heads", a->heads, "Attention heads (transformer, or --self-attention-layers)")
       ->check(checks::at_least(1))
       ->capture_default_str();
+}
+
+// The training loop: its length, batches, optimizer, validation and checkpoints.
+void add_loop_options(CLI::App* app, TrainArgs* a) {
+  auto& o = a->options;
   app->add_option("--epochs", o.epochs)->check(checks::at_least(1))->capture_default_str();
   app->add_option("--time-limit", o.time_limit, "Stop after this many seconds (checkpointed)")
       ->check(checks::non_negative());
@@ -588,6 +608,10 @@ Command add_train_command(CLI::App& parent) {
   app->add_option("--seed", o.seed)->capture_default_str();
   app->add_flag("--resume", o.resume, "Continue from MODEL_DIR/checkpoint.pt");
   app->add_flag("--quiet", a->quiet, "No progress bar");
+}
+
+// Data-parallel ranks.
+void add_rank_options(CLI::App* app, TrainArgs* a) {
   app->add_option("--nproc", a->nproc,
                   "Data-parallel workers on this machine (Gloo over 127.0.0.1); multi-machine runs "
                   "use RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them")
@@ -597,6 +621,18 @@ Command add_train_command(CLI::App& parent) {
                   "Seconds a rank waits for the others before failing")
       ->check(checks::positive())
       ->capture_default_str();
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& parent) {
+  auto* app = parent.add_subcommand(
+      "train", "Train a translation model: GRU encoder-decoder with attention, or Transformer");
+  auto a = std::make_shared<TrainArgs>();
+  add_data_options(app, a.get());
+  add_model_options(app, a.get());
+  add_loop_options(app, a.get());
+  add_rank_options(app, a.get());
   auto preset = std::make_shared<std::string>();
   app->add_option("--preset", *preset,
                   "Options for a corpus of Debian's archive (corpus debian) on a few cores: "

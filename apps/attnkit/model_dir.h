@@ -6,13 +6,25 @@
 // a model, and it carries the files that describe the model besides its weights.
 namespace attnkit::cli {
 
-// Creates `out` for `command`; an attnkit::Error when `out` is `model` itself or already holds
-// a model (config.json or model.pt).
-void prepare_new_model_dir(const std::string& command, const std::string& model,
-                           const std::string& out);
+// The new directory, written whole: its files go into a staging directory beside `out`
+// (OUT.partial), renamed to `out` by commit(). A run killed before that leaves no half a model
+// in `out`; the next run clears the staging directory and starts again.
+class NewModelDir {
+ public:
+  // An attnkit::Error when `out` is `model` itself or already holds a model (config.json or
+  // model.pt). The staging directory gets the model's description: config.json, the
+  // vocabularies and any SentencePiece models.
+  NewModelDir(const std::string& command, const std::string& model, const std::string& out);
+  ~NewModelDir();
+  NewModelDir(const NewModelDir&) = delete;
+  NewModelDir& operator=(const NewModelDir&) = delete;
+  // Where the files go until commit().
+  const std::string& staging() const { return staging_; }
+  void commit();
 
-// Copies the model's description from `model` to `out`: config.json, the vocabularies and any
-// SentencePiece models.
-void copy_model_description(const std::string& model, const std::string& out);
+ private:
+  std::string out_, staging_;
+  bool committed_ = false;
+};
 
 }  // namespace attnkit::cli

@@ -1,8 +1,11 @@
 #include "attnkit/data/corpus.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -19,24 +22,42 @@ void ReadReport::problem(const std::string& where, const std::string& what) {
   if (problems.size() < kMaxProblems) problems.push_back(where + ": " + what);
 }
 
-std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, ReadReport* report) {
+namespace {
+
+// A file to read line by line: a regular file (a device such as /dev/zero never ends).
+std::ifstream open_lines(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open");
+  if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not a file");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) throw Error(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
+  return in;
+}
+
+}  // namespace
+
+std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, ReadReport* report) {
+  std::ifstream in = open_lines(path);
   ReadReport local;
   ReadReport& r = report ? *report : local;
   std::vector<Pair> pairs;
   std::string raw;
   size_t line_no = 0;
-  while (std::getline(in, raw)) {
+  for (LineStatus status; (status = read_line(in, raw, kMaxLineBytes)) != LineStatus::End;) {
     ++line_no;
     ++r.lines;
-    std::string_view line = text::strip_eol(raw);
-    if (line_no == 1) line = text::strip_bom(line);
     const std::string where = path + ":" + std::to_string(line_no);
     auto bad = [&](const std::string& what) {
       if (options.strict) throw Error(where + ": " + what + " (--strict)");
       r.problem(where, what);
     };
+    // Not skipped: the rest of such a line may never end (a sparse file, a FIFO).
+    if (status == LineStatus::TooLong)
+      throw Error(where + ": a line of more than " + std::to_string(kMaxLineBytes) +
+                  " bytes (the limit)");
+    std::string_view line = text::strip_eol(raw);
+    if (line_no == 1) line = text::strip_bom(line);
     if (line.find_first_not_of(" \t") == std::string_view::npos) {
       ++r.blank;
       continue;
@@ -73,21 +94,18 @@ std::vector<Pair> read_tsv(const std::string& path, const TsvOptions& options, R
 
 std::vector<std::string> read_lines(const std::string& path, size_t max_line_bytes) {
   std::ifstream file;
-  if (!path.empty()) {
-    if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory, not a file");
-    file.open(path, std::ios::binary);
-    if (!file) throw Error(path + ": cannot open");
-  }
+  if (!path.empty()) file = open_lines(path);
   std::istream& in = path.empty() ? std::cin : file;
   std::vector<std::string> lines;
   std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
+  size_t n = 1;
+  for (LineStatus status; (status = read_line(in, line, max_line_bytes + 1)) != LineStatus::End;
+       ++n) {
     std::string_view l = text::strip_eol(line);
     if (n == 1) l = text::strip_bom(l);
-    if (l.size() > max_line_bytes)
+    if (status == LineStatus::TooLong || l.size() > max_line_bytes)
       throw Error((path.empty() ? std::string("<stdin>") : path) + ":" + std::to_string(n) +
-                  ": a line of " + std::to_string(l.size()) + " bytes; the limit is " +
-                  std::to_string(max_line_bytes));
+                  ": a line of more than " + std::to_string(max_line_bytes) + " bytes (the limit)");
     if (!text::valid_utf8(l))
       throw Error((path.empty() ? std::string("<stdin>") : path) + ":" + std::to_string(n) +
                   ": invalid UTF-8");

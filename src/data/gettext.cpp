@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/files.h"
 #include "attnkit/data/po_catalog.h"
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
@@ -17,11 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_small_file(path, size_t(256) << 20, "a catalog");
 }
 
 std::vector<std::string> split_nul(const std::string& s) {

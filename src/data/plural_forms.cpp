@@ -1,10 +1,10 @@
-#include "attnkit/po/plural.h"
+#include "attnkit/data/plural_forms.h"
 
 #include <cctype>
 
 #include "attnkit/core/error.h"
 
-namespace attnkit::po {
+namespace attnkit::data {
 
 // An expression tree: a number, n, or an operator on one to three operands.
 struct PluralForms::Node {
@@ -239,4 +239,4 @@ std::vector<uint64_t> PluralForms::numbers_of(int f, size_t limit) const {
   return out;
 }
 
-}  // namespace attnkit::po
+}  // namespace attnkit::data

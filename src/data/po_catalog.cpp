@@ -9,6 +9,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
+#include "attnkit/data/plural_forms.h"
 #include "attnkit/data/text.h"
 #include "charset.h"
 
@@ -255,6 +256,7 @@ class Parser {
   void finish(size_t no) {
     if (phase_ == Phase::None) return;
     if (!seen_msgid_) {  // comments with no message after them (the end of the file): text
+      if (e_.has_context) throw Error(at(path_, no) + ": msgctxt without msgid");
       reset();
       return;
     }
@@ -398,11 +400,7 @@ std::string render_po_keyword(const std::string& keyword, const std::string& s,
 }
 
 PoCatalog PoCatalog::read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse(s.str(), path);
+  return parse(read_small_file(path, kMaxCatalogBytes, "a catalog"), path);
 }
 
 PoCatalog PoCatalog::parse(std::string bytes, const std::string& path) {
@@ -436,7 +434,33 @@ PoCatalog PoCatalog::parse(std::string bytes, const std::string& path) {
   const size_t first_nl = c.text_.find('\n');
   if (first_nl != kNone && first_nl > 0 && c.text_[first_nl - 1] == '\r') c.eol_ = "\r\n";
   c.entries_ = Parser(c.text_, path).run();
+  c.check_header();
   return c;
+}
+
+// What msgfmt --check refuses in a header, refused here with the line: bytes outside a declared
+// ASCII, and a Plural-Forms it cannot evaluate (a template's "nplurals=INTEGER" is still blank).
+void PoCatalog::check_header() const {
+  if (entries_.empty() || !entries_[0].is_header()) return;
+  const PoEntry& header = entries_[0];
+  auto line_of = [&](size_t offset) {
+    return 1 + static_cast<size_t>(std::count(text_.begin(), text_.begin() + offset, '\n'));
+  };
+  std::string cs = charset_;
+  for (auto& ch : cs) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (cs == "ASCII" || cs == "US-ASCII")
+    for (size_t i = 0; i < text_.size(); ++i)
+      if (static_cast<unsigned char>(text_[i]) >= 0x80)
+        throw Error(at(path_, line_of(i)) + ": a byte outside ASCII, the declared charset");
+  const std::string forms = header_field("Plural-Forms");
+  if (forms.empty() || forms.find("INTEGER") != kNone) return;
+  try {
+    PluralForms::parse(forms);
+  } catch (const Error& e) {
+    const size_t field = text_.find("Plural-Forms:", header.begin);
+    const size_t line = field != kNone && field < header.end ? line_of(field) : header.line;
+    throw Error(at(path_, line) + ": " + e.what());
+  }
 }
 
 namespace {
@@ -487,10 +511,12 @@ void PoCatalog::set_header_field(const std::string& name, const std::string& val
 
 int PoCatalog::nplurals() const {
   const std::string forms = header_field("Plural-Forms");
-  const auto at = forms.find("nplurals=");
-  if (at == kNone) return 0;
-  const char* p = forms.c_str() + at + 9;
-  return (*p >= '1' && *p <= '9') ? std::atoi(p) : 0;
+  if (forms.empty() || forms.find("INTEGER") != kNone) return 0;
+  try {
+    return PluralForms::parse(forms).nplurals();
+  } catch (const Error&) {
+    return 0;
+  }
 }
 
 void PoCatalog::fill(size_t i, std::vector<std::string> msgstr, bool fuzzy,

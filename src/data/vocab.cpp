@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/files.h"
@@ -64,8 +65,8 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the vocabulary");
+  // A vocabulary of a million tokens is 20 MB; 256 MiB leaves room for any real one.
+  std::istringstream in(read_small_file(path, size_t(256) << 20, "a vocabulary"));
   Vocab v;
   v.tokens_.clear();
   v.ids_.clear();

@@ -7,9 +7,9 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/corpus.h"
+#include "attnkit/data/plural_forms.h"
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
-#include "attnkit/po/plural.h"
 #include "attnkit/po/protect.h"
 #include "attnkit/translate/translator.h"
 
@@ -67,11 +67,11 @@ struct Message {
 // The header's Plural-Forms, checked as msgfmt checks it; nullopt when there is none (or a
 // template's "nplurals=INTEGER", which pretranslate fills in). A broken one is an error naming
 // the header's line: a catalog written with it would be refused by msgfmt.
-std::optional<PluralForms> plural_rule(const data::PoCatalog& catalog) {
+std::optional<data::PluralForms> plural_rule(const data::PoCatalog& catalog) {
   const std::string forms = catalog.header_field("Plural-Forms");
   if (forms.empty() || forms.find("INTEGER") != std::string::npos) return std::nullopt;
   try {
-    return PluralForms::parse(forms);
+    return data::PluralForms::parse(forms);
   } catch (const Error& e) {
     // The line of the header that holds the field.
     const auto& all = catalog.entries();
@@ -92,7 +92,7 @@ std::optional<PluralForms> plural_rule(const data::PoCatalog& catalog) {
 // plural when the singular has no number ("One file"). The other forms, and the one form of a
 // language without plurals (zh, ja), translate the plural.
 const std::string& plural_source(const data::PoEntry& e, int f, int nplurals,
-                                 const PluralForms* rule) {
+                                 const data::PluralForms* rule) {
   if (!e.plural()) return e.msgid;
   if (nplurals <= 1) return e.msgid_plural;
   const int singular_form = rule ? rule->form(1) : 0;
@@ -182,8 +182,11 @@ std::string plural_forms(const std::string& lang) {
   return "";
 }
 
-PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator& translator,
-                                const Memory& memory, const PretranslateOptions& options) {
+namespace {
+
+// The catalog's language, checked against the model's.
+std::string catalog_language(const data::PoCatalog& catalog, translate::Translator& translator,
+                             const PretranslateOptions& options) {
   const std::string lang = options.lang.empty() ? catalog.header_field("Language") : options.lang;
   if (lang.empty())
     throw Error(catalog.path() +
@@ -192,15 +195,18 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
   if (!model_lang.empty() && !language_matches(model_lang, lang))
     throw Error(catalog.path() + ": a catalog in " + lang + ", but the model translates into " +
                 model_lang + " (config.json target_lang)");
-  // The header fields msginit fills for a new translation, only where a template left them
-  // blank (or, for Plural-Forms, where plural entries need it): an existing .po's header stays.
+  return lang;
+}
+
+// The header fields msginit fills for a new translation, only where a template left them blank
+// (or, for Plural-Forms, where plural entries need it): an existing .po's header stays.
+void fill_header(data::PoCatalog& catalog, const std::string& lang) {
   const auto& all = catalog.entries();
   const bool plurals =
       std::any_of(all.begin(), all.end(), [](const data::PoEntry& e) { return e.plural(); });
   const std::string forms = catalog.header_field("Plural-Forms");
   // Language: empty in a template, absent in a catalog older than gettext 0.18 (msginit adds it).
-  if (catalog.header_field("Language").empty() && !catalog.entries().empty() &&
-      catalog.entries()[0].is_header())
+  if (catalog.header_field("Language").empty() && !all.empty() && all[0].is_header())
     catalog.set_header_field("Language", lang);
   const bool two_forms = std::any_of(all.begin(), all.end(),
                                      [](const data::PoEntry& e) { return e.msgstr.size() > 1; });
@@ -209,22 +215,128 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
     catalog.set_header_field("Plural-Forms", plural_forms(lang));
   if (catalog.header_field("Content-Type").find("charset=CHARSET") != std::string::npos)
     catalog.set_header_field("Content-Type", "text/plain; charset=UTF-8");
-  // The forms each plural entry gets: the header's, else as many as the entries already have
-  // (a catalog whose header lost its Plural-Forms), else the language's.
-  const auto rule = plural_rule(catalog);
+}
+
+// The forms each plural entry gets: the header's, else as many as the entries already have
+// (a catalog whose header lost its Plural-Forms), else one.
+int forms_of(const data::PoCatalog& catalog, const std::optional<data::PluralForms>& rule) {
   int nplurals = rule ? rule->nplurals() : 0;
-  for (const auto& e : all)
+  for (const auto& e : catalog.entries())
     if (nplurals == 0 && e.plural() && e.msgstr.size() > 1)
       nplurals = static_cast<int>(e.msgstr.size());
-  nplurals = std::max(nplurals, 1);
-  const AcceleratorStyle style = accelerator_style(lang);
+  return std::max(nplurals, 1);
+}
 
-  PretranslateReport report;
+// What the model is to translate: each message's lines, and each distinct line once.
+struct Work {
   std::vector<Message> messages;
   std::vector<Segment> segments;
   std::vector<std::string> lines_of;             // each segment's line as it is in the msgid
   std::unordered_map<std::string, size_t> seen;  // the same line is translated once
-  auto& entries = catalog.entries();
+
+  // Entry i's form f as lines, each a segment unless it has no letters.
+  void add(const data::PoCatalog& catalog, size_t i, int f, const std::string& source,
+           bool protect_spans) {
+    const data::PoEntry& e = catalog.entries()[i];
+    Message m;
+    m.entry = i;
+    m.form = static_cast<size_t>(f);
+    m.lines = split_lines(source);
+    for (const auto& line : m.lines) {
+      if (line.size() > data::kMaxMessageLineBytes)
+        throw Error(catalog.path() + ":" + std::to_string(e.line) + ": a message line of " +
+                    std::to_string(line.size()) + " bytes; the model takes lines of at most " +
+                    std::to_string(data::kMaxMessageLineBytes));
+      Segment s;
+      s.parts = protect_spans ? protect(line, /*accelerators=*/m.lines.size() == 1) : Protected{};
+      s.text = protect_spans ? s.parts.text : text::squeeze_spaces(line);
+      if (!has_letters(s.text)) {
+        m.segment.push_back(-1);
+        continue;
+      }
+      auto [it, fresh] = seen.emplace(line, segments.size());
+      if (fresh) {
+        segments.push_back(std::move(s));
+        lines_of.push_back(line);
+      }
+      m.segment.push_back(static_cast<long>(it->second));
+    }
+    messages.push_back(std::move(m));
+  }
+};
+
+// The model's translations of the texts, in chunks so that progress can be shown and a caller
+// that gave up stops the work.
+std::vector<translate::Translation> translate_texts(const std::vector<std::string>& texts,
+                                                    translate::Translator& translator,
+                                                    const PretranslateOptions& options,
+                                                    const std::string& path) {
+  std::vector<translate::Translation> results;
+  const size_t chunk = std::max<size_t>(options.batch_size * 8, 64);
+  for (size_t start = 0; start < texts.size(); start += chunk) {
+    if (options.cancelled && options.cancelled()) throw Error(path + ": pre-translation cancelled");
+    const std::vector<std::string> part(texts.begin() + start,
+                                        texts.begin() + std::min(texts.size(), start + chunk));
+    auto out =
+        translator.translate(part, options.search, options.batch_size, options.parallel_batches);
+    std::move(out.begin(), out.end(), std::back_inserter(results));
+    if (options.on_progress) options.on_progress(results.size(), texts.size());
+  }
+  return results;
+}
+
+// Each message put together from its lines' translations, and filled in, entry by entry.
+void fill_entries(data::PoCatalog& catalog, const Work& work,
+                  const std::vector<std::string>& restored, PretranslateReport& report) {
+  std::map<size_t, std::vector<std::string>> filled;
+  std::map<size_t, std::vector<size_t>> segments_of;
+  for (const auto& m : work.messages) {
+    std::string out;
+    bool any = false;
+    for (size_t l = 0; l < m.lines.size(); ++l) {
+      if (l) out += '\n';
+      if (m.segment[l] < 0) {
+        out += m.lines[l];
+      } else {
+        out += restored[m.segment[l]];
+        segments_of[m.entry].push_back(static_cast<size_t>(m.segment[l]));
+        any = true;
+      }
+    }
+    auto& msgstr = filled[m.entry];
+    msgstr.resize(std::max(msgstr.size(), m.form + 1));
+    msgstr[m.form] = any || !out.empty() ? out : m.lines[0];
+  }
+  for (auto& [i, msgstr] : filled) {
+    const data::PoEntry& e = catalog.entries()[i];
+    FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
+    if (!f.segments.empty()) {
+      ++report.model;
+      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, {kModelComment});
+    } else {
+      f.origin = FilledEntry::Origin::Copied;  // "%s", "...": the message is its translation
+      ++report.copied;
+      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true);
+    }
+    report.filled.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator& translator,
+                                const Memory& memory, const PretranslateOptions& options) {
+  // The language and the header.
+  const std::string lang = catalog_language(catalog, translator, options);
+  fill_header(catalog, lang);
+  const auto rule = plural_rule(catalog);
+  const int nplurals = forms_of(catalog, rule);
+  const AcceleratorStyle style = accelerator_style(lang);
+
+  // Translation memory first; what it does not have goes to the model, line by line.
+  PretranslateReport report;
+  Work work;
+  const auto& entries = catalog.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const data::PoEntry& e = entries[i];
     if (e.obsolete || e.is_header()) continue;
@@ -242,94 +354,32 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
           {i, FilledEntry::Origin::Memory, match.origin, {}, survives(e.msgid, match.msgstr[0])});
       continue;
     }
-    const int forms = e.plural() ? nplurals : 1;
-    for (int f = 0; f < forms; ++f) {
-      Message m;
-      m.entry = i;
-      m.form = f;
-      m.lines = split_lines(plural_source(e, f, nplurals, rule ? &*rule : nullptr));
-      for (const auto& line : m.lines) {
-        Segment s;
-        s.parts =
-            options.protect ? protect(line, /*accelerators=*/m.lines.size() == 1) : Protected{};
-        s.text = options.protect ? s.parts.text : text::squeeze_spaces(line);
-        if (!has_letters(s.text)) {
-          m.segment.push_back(-1);
-          continue;
-        }
-        auto [it, fresh] = seen.emplace(line, segments.size());
-        if (fresh) {
-          segments.push_back(std::move(s));
-          lines_of.push_back(line);
-        }
-        m.segment.push_back(static_cast<long>(it->second));
-      }
-      messages.push_back(std::move(m));
-    }
+    for (int f = 0; f < (e.plural() ? nplurals : 1); ++f)
+      work.add(catalog, i, f, plural_source(e, f, nplurals, rule ? &*rule : nullptr),
+               options.protect);
   }
 
-  // The model, in chunks so that progress can be shown.
+  // The model.
   std::vector<std::string> texts;
-  for (const auto& s : segments) texts.push_back(s.text);
-  std::vector<translate::Translation> results;
-  const size_t chunk = std::max<size_t>(options.batch_size * 8, 64);
-  for (size_t start = 0; start < texts.size(); start += chunk) {
-    const std::vector<std::string> part(texts.begin() + start,
-                                        texts.begin() + std::min(texts.size(), start + chunk));
-    auto out =
-        translator.translate(part, options.search, options.batch_size, options.parallel_batches);
-    std::move(out.begin(), out.end(), std::back_inserter(results));
-    if (options.on_progress) options.on_progress(results.size(), texts.size());
-  }
+  for (const auto& s : work.segments) texts.push_back(s.text);
+  auto results = translate_texts(texts, translator, options, catalog.path());
   report.segments = texts.size();
 
+  // What must survive, put back where the attention says.
   const auto& target = translator.target_tokenizer();
   auto detokenize = [&](const std::vector<std::string>& tokens) {
     return target.detokenize(tokens);
   };
-  std::vector<std::string> restored(segments.size());
-  for (size_t s = 0; s < segments.size(); ++s)
-    restored[s] = results[s].target_tokens.empty() ? lines_of[s]  // no output: the line itself
+  std::vector<std::string> restored(work.segments.size());
+  for (size_t s = 0; s < work.segments.size(); ++s)
+    restored[s] = results[s].target_tokens.empty() ? work.lines_of[s]  // no output: the line
                   : options.protect
-                      ? restore(segments[s].parts, results[s].target_tokens, results[s].attention,
-                                results[s].source_tokens, detokenize, style)
+                      ? restore(work.segments[s].parts, results[s].target_tokens,
+                                results[s].attention, results[s].source_tokens, detokenize, style)
                       : results[s].text;
 
-  // Put the messages together, entry by entry.
-  std::map<size_t, std::vector<std::string>> filled;
-  for (const auto& m : messages) {
-    std::string out;
-    bool any = false;
-    for (size_t l = 0; l < m.lines.size(); ++l) {
-      if (l) out += '\n';
-      if (m.segment[l] < 0) {
-        out += m.lines[l];
-      } else {
-        out += restored[m.segment[l]];
-        any = true;
-      }
-    }
-    auto& msgstr = filled[m.entry];
-    msgstr.resize(std::max(msgstr.size(), m.form + 1));
-    msgstr[m.form] = any || !out.empty() ? out : m.lines[0];
-  }
-  std::map<size_t, std::vector<size_t>> segments_of;
-  for (const auto& m : messages)
-    for (long s : m.segment)
-      if (s >= 0) segments_of[m.entry].push_back(static_cast<size_t>(s));
-  for (auto& [i, msgstr] : filled) {
-    const data::PoEntry& e = entries[i];
-    FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
-    if (!f.segments.empty()) {
-      ++report.model;
-      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, {kModelComment});
-    } else {
-      f.origin = FilledEntry::Origin::Copied;  // "%s", "...": the message is its translation
-      ++report.copied;
-      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true);
-    }
-    report.filled.push_back(std::move(f));
-  }
+  // The entries filled in.
+  fill_entries(catalog, work, restored, report);
   std::sort(report.filled.begin(), report.filled.end(),
             [](const FilledEntry& a, const FilledEntry& b) { return a.entry < b.entry; });
   for (const auto& f : report.filled) report.survived += f.survived;

@@ -114,6 +114,12 @@ json attend(const json& body) {
   auto weights =
       mechanism == "hard" ? functional::hard_weights(scores) : functional::soft_weights(scores);
   auto output = functional::context(weights, v3);
+  // Finite inputs can still overflow: 3e38 squared is infinity, and JSON has no number for it.
+  for (const auto& [t, what] : {std::pair{scores, "the scores"}, std::pair{output, "the output"}})
+    if (!at::isfinite(t).all().item<bool>())
+      throw BadRequest{400, std::string(what) +
+                                " overflow float32: " + (mechanism == "self" ? "x" : "q and k") +
+                                " hold values too large to multiply"};
   return {{"mechanism", mechanism},
           {"score", score},
           {"scores", viz::rounded_rows(scores[0])},

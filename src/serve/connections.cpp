@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 
 namespace attnkit::serve {
@@ -16,6 +18,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The connection the calling thread serves, for Connections::Handling.
+// How long a connection may spend reading its request on its thread while others wait for one.
+constexpr double kPressureRead = 1.0;
+// How long before the drain ends handlers that give up are told to, to send their 503.
+constexpr double kCancelGrace = 1.0;
+
 thread_local void* t_owner = nullptr;
 thread_local void* t_connection = nullptr;
 
@@ -75,7 +82,7 @@ Connections::Connection* Connections::find_new_socket() {
     if (known || !is_server_side(static_cast<int>(fd), port_)) continue;
     // Nothing closes the new socket yet: its connection's thread starts after this.
     const int own = fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 0);
-    live_.push_back({own, inode, Phase::Reading, Clock::now(), false});
+    live_.push_back({own, inode, Phase::Reading, Clock::now(), false, false, {}});
     found = &live_.back();
     break;
   }
@@ -87,12 +94,17 @@ void Connections::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mutex_);
   Connection* c = find_new_socket();
   if (!c) {
-    live_.push_back({-1, 0, Phase::Reading, Clock::now(), false});
+    live_.push_back({-1, 0, Phase::Reading, Clock::now(), false, false, {}});
     c = &live_.back();
   }
   auto task = [this, c, fn = std::move(fn)] {
     t_owner = this;
     t_connection = c;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      c->running = true;
+      c->started = Clock::now();
+    }
     fn();  // reads, handles, answers and closes the socket
     t_connection = nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -104,7 +116,7 @@ void Connections::enqueue(std::function<void()> fn) {
     ++threads_;
     std::thread([this, task = std::move(task)]() mutable { serve(std::move(task)); }).detach();
   } else {
-    waiting_.push_back(std::move(task));
+    waiting_.push_back({c, std::move(task)});
   }
 }
 
@@ -114,14 +126,42 @@ void Connections::serve(std::function<void()> task) {
     task();
     task = nullptr;  // releases httplib's closure while the server is still there
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!waiting_.empty()) {
-      task = std::move(waiting_.front());
-      waiting_.pop_front();
-    }
+    task = next_waiting();
   }
   std::lock_guard<std::mutex> lock(mutex_);
   --threads_;
   changed_.notify_all();  // under the lock: nothing of *this is touched once it is released
+}
+
+namespace {
+
+// Whether a connection's request head has arrived whole (peeked, not read): such a request
+// needs its thread for milliseconds, where a client still sending may hold it for seconds.
+bool head_arrived(int fd) {
+  char buffer[8192];
+  const ssize_t n = recv(fd, buffer, sizeof buffer, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 && std::string_view(buffer, static_cast<size_t>(n)).find("\r\n\r\n") !=
+                      std::string_view::npos;
+}
+
+}  // namespace
+
+// The next connection to get a thread, under the lock: the first among the oldest waiting whose
+// request has arrived whole, else the oldest. Slow clients beyond --max-connections then delay
+// a quick request (/healthz) by one freed thread, not by every slow client ahead of it.
+std::function<void()> Connections::next_waiting() {
+  if (waiting_.empty()) return nullptr;
+  constexpr size_t kLookAhead = 64;
+  auto pick = waiting_.begin();
+  size_t looked = 0;
+  for (auto it = waiting_.begin(); it != waiting_.end() && looked < kLookAhead; ++it, ++looked)
+    if (it->connection->own >= 0 && head_arrived(it->connection->own)) {
+      pick = it;
+      break;
+    }
+  auto task = std::move(pick->task);
+  waiting_.erase(pick);
+  return task;
 }
 
 // Ends a connection from outside its thread: its blocked read or write returns and httplib closes
@@ -153,6 +193,19 @@ void Connections::watch() {
         if (cut(c, /*answer_408=*/reading)) ++timed_out_;
       }
     }
+    // Under pressure, the slowest readers give their threads to the connections waiting.
+    size_t waiting = waiting_.size();
+    while (waiting > 0) {
+      Connection* slowest = nullptr;
+      for (auto& c : live_)
+        if (c.running && !c.cut && c.phase == Phase::Reading &&
+            std::chrono::duration<double>(now - c.started).count() > kPressureRead &&
+            (!slowest || c.started < slowest->started))
+          slowest = &c;
+      if (!slowest || !cut(*slowest, /*answer_408=*/true)) break;
+      ++timed_out_;
+      --waiting;
+    }
   }
 }
 
@@ -161,10 +214,14 @@ void Connections::shutdown() {
   if (stopping_) return;
   stopping_ = true;
   // No new connections arrive. Those open finish their requests (the watchdog still holds each
-  // to its deadlines) for up to `drain`; then every socket is cut, and handlers that wait give up.
-  changed_.wait_for(lock, std::chrono::duration<double>(limits_.drain_s),
+  // to its deadlines) within `drain`. Handlers still working near its end (a long catalog) are
+  // told to give up with 503 (cancelled()), with a moment left for those answers to go out; at
+  // the end every socket is cut.
+  const double grace = std::min(kCancelGrace, limits_.drain_s / 4);
+  changed_.wait_for(lock, std::chrono::duration<double>(limits_.drain_s - grace),
                     [&] { return live_.empty(); });
   cancelled_ = true;
+  changed_.wait_for(lock, std::chrono::duration<double>(grace), [&] { return live_.empty(); });
   for (auto& c : live_) cut(c, /*answer_408=*/false);
   changed_.wait(lock, [&] { return threads_ == 0; });
   shut_down_ = true;

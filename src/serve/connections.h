@@ -15,6 +15,9 @@
 //    headers and body together) and `write_timeout` from the handler's end to the connection's
 //    end; a watchdog answers 408 to a client that is too slow to ask and cuts (shutdown(2)) one
 //    that is too slow to read;
+//  - while connections wait their turn, one that has spent more than kPressureRead of its own
+//    turn still reading its request gives way: 300 clients sending a header every half second
+//    held every thread for their whole read deadline, and /healthz waited 7-10 s behind them;
 //  - shutdown() cuts the connections with nothing in a handler, lets the handlers finish for up
 //    to `drain`, then cuts the rest and sets cancelled(), which handlers that wait poll.
 //
@@ -79,6 +82,9 @@ class Connections {
     Phase phase = Phase::Reading;
     std::chrono::steady_clock::time_point since;
     bool cut = false;
+    // On a thread of its own since `started` (a connection may first wait its turn).
+    bool running = false;
+    std::chrono::steady_clock::time_point started;
   };
   class Queue;
 
@@ -94,7 +100,12 @@ class Connections {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::list<Connection> live_;
-  std::deque<std::function<void()>> waiting_;
+  struct Waiting {
+    Connection* connection;
+    std::function<void()> task;
+  };
+  std::deque<Waiting> waiting_;
+  std::function<void()> next_waiting();
   size_t threads_ = 0;
   bool stopping_ = false, cancelled_ = false, shut_down_ = false;
   uint64_t timed_out_ = 0;

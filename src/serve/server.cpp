@@ -12,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "api.h"
 #include "attnkit/core/error.h"
@@ -107,13 +108,98 @@ json pretranslate(const httplib::Request& req, Batcher& batcher, PoService& serv
   options.lang = request.lang;
   options.search.beam_size = request.beam;
   options.keep_translations = true;
+  // A request that gives up (its timeout, or the server shutting down) stops its job too: the
+  // batcher's thread is free for the others, and a shutdown does not wait for a long catalog.
+  auto gave_up = std::make_shared<std::atomic<bool>>(false);
+  options.cancelled = [gave_up] { return gave_up->load(); };
   auto done = batcher.run([job, options, &service] {
     job->report = po::pretranslate(job->catalog, service.translator, service.memory, options);
     service.translator.add_attention_maps(job->report.translations);
   });
-  await(done, o.catalog_timeout_s, connections, "the catalog");
+  try {
+    await(done, o.catalog_timeout_s, connections, "the catalog");
+  } catch (...) {
+    *gave_up = true;
+    throw;
+  }
   done.get();  // rethrows the job's error (a catalog in another language: 400)
   return po_answer(job->catalog, job->report);
+}
+
+// What every request must be before anything reads its body (cpp-httplib runs the pre-routing
+// handler right after the headers):
+//  - a length it says once: two Content-Lengths, or Transfer-Encoding (chunked has no length to
+//    check first; gzip beside a Content-Length is two framings) are request smuggling's tools;
+//  - a method the path takes: POST on /api/*, GET elsewhere (OPTIONS, a browser's CORS
+//    preflight, gets 405 and no CORS headers: pages of other sites cannot call the API);
+//  - this server's Host, and no foreign Origin: a page on another site that resolves its own
+//    name to 127.0.0.1 (DNS rebinding) sends its name as Host;
+//  - the content type the API documents, which a plain HTML form cannot send.
+struct Refusal {
+  int status;
+  std::string message, allow;
+};
+
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]" ||
+         host.rfind("127.", 0) == 0;
+}
+
+// The host part of a Host header ("[::1]:8080" -> "[::1]", "localhost:80" -> "localhost").
+std::string host_part(const std::string& value) {
+  if (!value.empty() && value.front() == '[') return value.substr(0, value.find(']') + 1);
+  return value.substr(0, value.find(':'));
+}
+
+bool allowed_host(const std::string& host, const ServerOptions& o) {
+  for (const auto& h : o.allowed_hosts)
+    if (h == "*" || h == host) return true;
+  if (host == o.host || (o.host.find(':') != std::string::npos && host == "[" + o.host + "]"))
+    return true;
+  if (loopback(o.host)) return loopback(host);
+  return o.host == "0.0.0.0" || o.host == "::";  // listening everywhere: any name of the machine
+}
+
+std::optional<Refusal> screen(const httplib::Request& req, const ServerOptions& o) {
+  if (req.get_header_value_count("Content-Length") > 1)
+    return Refusal{400, "more than one Content-Length", ""};
+  if (req.has_header("Transfer-Encoding")) {
+    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos)
+      return Refusal{411, "send the body with a Content-Length, not chunked", ""};
+    return Refusal{400, "Transfer-Encoding is not accepted: send the body with a Content-Length",
+                   ""};
+  }
+  if (req.has_header("Content-Length")) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (length.empty() || length.find_first_not_of("0123456789") != std::string::npos)
+      return Refusal{400, "Content-Length must be a number of bytes, got '" + length + "'", ""};
+  }
+  const bool api = req.path.rfind("/api/", 0) == 0;
+  if (api ? req.method != "POST" : req.method != "GET" && req.method != "HEAD")
+    return Refusal{405, req.method + " is not allowed here; use " + (api ? "POST" : "GET"),
+                   api ? "POST" : "GET, HEAD"};
+  const std::string host = host_part(req.get_header_value("Host"));
+  if (host.empty()) return Refusal{400, "the request has no Host", ""};
+  if (!allowed_host(host, o))
+    return Refusal{
+        421,
+        "Host '" + host + "' is not this server's (serve --allow-host " + host + " to accept it)",
+        ""};
+  if (req.has_header("Origin")) {
+    const std::string origin = req.get_header_value("Origin");
+    const std::string prefix = "http://";
+    const std::string named = origin.rfind(prefix, 0) == 0 ? origin.substr(prefix.size()) : "";
+    if (named.empty() || !allowed_host(host_part(named), o))
+      return Refusal{403, "requests from pages of " + origin + " are not accepted", ""};
+  }
+  if (api && req.method == "POST") {
+    const std::string type = req.get_header_value("Content-Type");
+    const std::string wanted =
+        req.path == "/api/po" ? "text/x-gettext-translation" : "application/json";
+    if (type.substr(0, type.find(';')) != wanted)
+      return Refusal{415, req.path + " takes Content-Type: " + wanted + ", not '" + type + "'", ""};
+  }
+  return std::nullopt;
 }
 
 void add_page(httplib::Server& server) {
@@ -183,16 +269,6 @@ void add_api(httplib::Server& server, const ServerOptions& o, Batcher* batcher, 
                   throw BadRequest{503, "no model loaded (start the server with --model DIR)"};
                 reply(res, 200, pretranslate(req, *batcher, *po, connections, o));
               }));
-  // The POST endpoints answer other methods with 405 and the method they take.
-  for (const char* path : {"/api/translate", "/api/attend", "/api/po"}) {
-    auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", "POST");
-      reply(res, 405, {{"error", req.method + " is not allowed here; use POST"}});
-    };
-    server.Get(path, plain(not_allowed));
-    server.Put(path, plain(not_allowed));
-    server.Delete(path, plain(not_allowed));
-  }
   server.set_error_handler(plain([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
   }));
@@ -257,12 +333,11 @@ int run_server(const ServerOptions& o) {
   server.set_keep_alive_timeout(static_cast<time_t>(std::ceil(o.read_timeout_s)));
   server.set_read_timeout(seconds(o.read_timeout_s));
   server.set_write_timeout(seconds(o.write_timeout_s));
-  // A chunked body has no length to check before it is read (it went past the body limit to
-  // 100 MB): requests must say their length.
-  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos)
-      return httplib::Server::HandlerResponse::Unhandled;
-    reply(res, 411, {{"error", "send the body with a Content-Length, not chunked"}});
+  server.set_pre_routing_handler([&o](const httplib::Request& req, httplib::Response& res) {
+    const auto refused = screen(req, o);
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    if (refused->status == 405) res.set_header("Allow", refused->allow);
+    reply(res, refused->status, {{"error", refused->message}});
     res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });

@@ -40,7 +40,7 @@ std::vector<std::string> worker_environment(int rank, int nproc, int port) {
   for (const auto& kv :
        {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
         "WORLD_SIZE=" + std::to_string(nproc), std::string("MASTER_ADDR=127.0.0.1"),
-        "MASTER_PORT=" + std::to_string(port)})
+        "MASTER_PORT=" + std::to_string(port), std::string("ATTNKIT_MODEL_DIR_LOCKED=1")})
     env.push_back(kv);
   return env;
 }

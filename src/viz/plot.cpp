@@ -292,8 +292,7 @@ void render_charts(const std::vector<Chart>& charts, const std::string& path) {
 }
 
 std::vector<Chart> training_charts(const std::string& metrics_jsonl) {
-  std::ifstream in(metrics_jsonl);
-  if (!in) throw Error(metrics_jsonl + ": cannot open");
+  std::istringstream in(read_small_file(metrics_jsonl, size_t(256) << 20, "a training log"));
   Series train{"train loss", {}}, valid{"valid loss", {}}, bleu{"valid BLEU", {}};
   std::string line;
   size_t n = 0;

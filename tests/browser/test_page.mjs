@@ -62,7 +62,8 @@ try {
   await page.click("#translate-button");
   await page.waitForSelector("#heatmap .cell", { timeout: 20000 });
   const api = await (await fetch(url + "api/translate", {
-    method: "POST", body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
   const translation = await page.textContent("#translation");
   check("the page shows the API's translation", translation === api.translation, `${translation} vs ${api.translation}`);
   const cells = await page.locator("#heatmap .cell").count();
@@ -124,7 +125,8 @@ async function checkCatalogPage(page, url, artifacts) {
   await page.click("#po-button");
   await page.waitForSelector("#po-entries tr", { timeout: 30000 });
   const api = await (await fetch(url + "api/po?lang=zh_CN&beam=5&name=catalog.pot", {
-    method: "POST", body: readFileSync(pot) })).json();
+    method: "POST", headers: { "Content-Type": "text/x-gettext-translation" },
+    body: readFileSync(pot) })).json();
   const rows = await page.locator("#po-entries tr").count();
   check(`the page lists the ${api.entries.length} filled entries`, rows === api.entries.length, `got ${rows}`);
   const i = api.entries.findIndex((e) => e.origin === "model" && e.msgid.startsWith("Cannot open"));
@@ -160,7 +162,8 @@ async function checkTransformerPage(browser, artifacts) {
     await page.click("#translate-button");
     await page.waitForSelector("#heatmap .cell", { timeout: 20000 });
     const api = await (await fetch(turl + "api/translate", {
-      method: "POST", body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
+      method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text: sentence, beam: 5 }) })).json();
     const layers = api.attention_layers;
     check("a Transformer's answer carries its per-layer maps", !!layers && layers.cross.length > 0);
     const heads = layers.cross[0].length;

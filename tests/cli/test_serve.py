@@ -255,7 +255,7 @@ class ServeCli(unittest.TestCase):
         # A chunked body of 100 KB (past the 64 KB limit): refused without reading it.
         host, port = re.search(r"http://([\d.]+):(\d+)/", self.url).groups()
         with socket.create_connection((host, int(port)), timeout=30) as s:
-            s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
                       b"Content-Type: application/json\r\n\r\n")
             try:
                 for _ in range(25):
@@ -404,7 +404,8 @@ class PoServe(unittest.TestCase):
                 self.assertIn(message, r["error"])
                 check_contract(openapi(self.url), "/api/po", "post", status, r)
         # A catalog-sized body is still too big for the JSON endpoints.
-        req = urllib.request.Request(self.url + "api/translate", data=b"x" * 70000, method="POST")
+        req = urllib.request.Request(self.url + "api/translate", data=b"x" * 70000, method="POST",
+                                     headers={"Content-Type": "application/json"})
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=30)
         self.assertEqual(e.exception.code, 413)
@@ -424,7 +425,7 @@ class Connections(unittest.TestCase):
             # sending their request a byte every 0.2 s and 32 that connect and say nothing.
             slow = [socket.create_connection(address(url)) for _ in range(8)]
             idle = [socket.create_connection(address(url)) for _ in range(32)]
-            request = b"POST /api/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n"
+            request = b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\n\r\n"
             threads = [threading.Thread(target=dribble, args=(s, request, 0.2)) for s in slow]
             for t in threads:
                 t.start()
@@ -452,7 +453,7 @@ class Connections(unittest.TestCase):
         proc, url = start_server()
         try:
             body = json.dumps({"text": "Open the file", "beam": 1}).encode()
-            request = (b"POST /api/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            request = (b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
             with socket.create_connection(address(url)) as s:
                 s.sendall(request * 3)
@@ -504,7 +505,7 @@ class Connections(unittest.TestCase):
         try:
             baseline = server_sockets(proc.pid)
             body = json.dumps({"text": "Open the file", "beam": 1}).encode()
-            request = (b"POST /api/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            request = (b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
             clients += [socket.create_connection(address(url)) for _ in range(5)]
             for c in clients:

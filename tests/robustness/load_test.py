@@ -59,7 +59,7 @@ def exchange(address, data, timeout=30, pause=None):
 
 
 def post(path, body, content_type="application/json"):
-    return (b"POST /%s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+    return (b"POST /%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
             % (path.encode(), content_type.encode(), len(body)) + body)
 
 
@@ -81,7 +81,7 @@ KINDS = {
     "attend": (valid_attend, {200}),
     "bad_json": (lambda rng: post("api/translate", b'{"text": "Open'), {400}),
     "oversized": (lambda rng: post("api/translate", b"x" * 70000), {413, "reset"}),
-    "chunked": (lambda rng: b"POST /api/translate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+    "chunked": (lambda rng: b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
                             b"Content-Type: application/json\r\n\r\n1000\r\n" + b"x" * 4096 + b"\r\n",
                 {411, "reset"}),
     "slow": (lambda rng: post("api/translate", b'{"text": "Open the file"}'), {408, "reset"}),
@@ -116,7 +116,7 @@ def client(address, deadline, seed, results, lock):
 def watch(address, pid, deadline, samples):
     while time.monotonic() < deadline:
         start = time.monotonic()
-        status = exchange(address, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout=10)
+        status = exchange(address, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", timeout=10)
         samples.append((start, time.monotonic() - start, status, rss_mb(pid)))
         time.sleep(0.25)
 

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <iosfwd>
 #include <string>
 
 // Writing output files so that nothing already written is lost: every file attnkit writes (model
@@ -27,6 +28,31 @@ using ByteSink = std::function<void(const void* data, size_t size)>;
 // cannot be linked, the bytes go to a named one) and must then write the same bytes.
 void write_file_atomic(const std::string& path,
                        const std::function<void(const ByteSink&)>& produce);
+
+// The whole of a regular file of at most `max_bytes`, else attnkit::Error naming `path` and why:
+// missing, a directory, a device or FIFO (/dev/zero would never end), or too large. `what` names
+// the file's role in the message ("model weights", "a catalog").
+std::string read_small_file(const std::string& path, size_t max_bytes, const std::string& what);
+
+// One line of `in` into `line` (without its '\n'), reading at most about max_bytes of it: a
+// longer line is not gathered (a 2 GB line of a sparse file, or /dev/zero, never ends); its rest
+// is left in the stream, for the caller to skip (a regular file) or give up on.
+enum class LineStatus { Ok, End, TooLong };
+LineStatus read_line(std::istream& in, std::string& line, size_t max_bytes);
+
+// An exclusive lock on a directory for this object's life (flock on DIR/.lock, released when the
+// process dies, however): a second process asking for it is refused at once with an
+// attnkit::Error naming the directory, `what` holds it for, and its holder's pid.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // The first line of a message: LibTorch's errors carry their C++ context after it.
 std::string first_line(const std::string& text);

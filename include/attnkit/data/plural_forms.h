@@ -9,7 +9,7 @@
 // A catalog's Plural-Forms header ("nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : ...);"):
 // the C expression gettext evaluates to pick msgstr[i] for a number n, parsed and checked as
 // msgfmt checks it, so that a catalog attnkit writes is one msgfmt --check accepts.
-namespace attnkit::po {
+namespace attnkit::data {
 
 // gettext's own limit is what fits its tables; no language has more than six forms.
 constexpr int kMaxPlurals = 32;
@@ -45,4 +45,4 @@ class PluralForms {
   std::vector<int> forms_;  // form of n for n in [0, 1000): the checks and numbers_of read it
 };
 
-}  // namespace attnkit::po
+}  // namespace attnkit::data

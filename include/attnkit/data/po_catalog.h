@@ -45,6 +45,12 @@ struct PoEntry {
   std::vector<std::string> added_comments;  // translator comments fill() adds
 };
 
+// The largest catalog read (the largest of Debian's archive is under 4 MiB), and the longest line
+// of a message the model is given (a help text's lines are short; a 1 MiB one would take
+// gigabytes through the model).
+constexpr size_t kMaxCatalogBytes = size_t(64) << 20;
+constexpr size_t kMaxMessageLineBytes = size_t(64) << 10;
+
 class PoCatalog {
  public:
   // Reads a catalog through its declared charset (the header's Content-Type; "CHARSET", as
@@ -65,7 +71,8 @@ class PoCatalog {
   bool header_has_field(const std::string& name) const;
   // Sets a header field (appended when absent); the header is re-rendered on write.
   void set_header_field(const std::string& name, const std::string& value);
-  // The number of plural forms the header's Plural-Forms declares, or 0 when absent/unparsable.
+  // The number of plural forms the header's Plural-Forms declares (1..32: read() refuses any
+  // other), or 0 when absent or a template's "nplurals=INTEGER".
   int nplurals() const;
 
   // Gives entry `i` its msgstr (one per plural form for a plural entry), optionally marking it
@@ -83,6 +90,7 @@ class PoCatalog {
   const std::string& text() const { return text_; }
 
  private:
+  void check_header() const;
   std::string path_, text_, charset_ = "UTF-8", eol_ = "\n";
   std::vector<PoEntry> entries_;
 };

@@ -63,6 +63,9 @@ struct PretranslateOptions {
   int parallel_batches = 0;
   // Called with (done, total) segments while the model translates.
   std::function<void(size_t, size_t)> on_progress;
+  // Asked between chunks of segments: true stops the work with attnkit::Error (a server whose
+  // client gave up, or that is shutting down).
+  std::function<bool()> cancelled;
   // Keep each segment's translation (tokens, attention) in the report: the web page shows the
   // attention behind each suggestion.
   bool keep_translations = false;

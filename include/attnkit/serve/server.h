@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attnkit/kernels/gemm/compute_type.h"
 
@@ -28,6 +29,10 @@ struct ServerOptions {
   double read_timeout_s = 10;      // from a connection's start to its complete request
   double write_timeout_s = 10;     // from the answer's start to its last byte
   double drain_s = 10;             // on SIGINT/SIGTERM: how long requests in flight may finish
+  // The Host names a request may give besides the listening address's own (and, on a loopback
+  // address, localhost and the loopback addresses): a page on another site that reaches a
+  // loopback server through DNS rebinding sends its own name. "*": any.
+  std::vector<std::string> allowed_hosts;
   // Called with the server's address ("http://host:port/") once it listens (optional).
   std::function<void(const std::string& url)> on_listening;
 };
