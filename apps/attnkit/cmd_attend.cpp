@@ -161,89 +161,91 @@ int64_t rows_of(const std::string& state_dict, const std::string& key) {
   return 0;
 }
 
-int run(AttendArgs a) {
-  if (a.mode.empty()) a.mode = !a.x.empty() ? "self" : !a.q.empty() ? "attention" : "notes";
-  if (a.mode == "notes" || a.mode == "seed") return run_notes_examples(a.plot);
-  at::manual_seed(static_cast<int64_t>(a.seed));
-
+struct Attended {
   at::Tensor output, weights;
-  bool unbatched = false;
+  bool unbatched = false;  // the input was one [T, D] example
+};
+
+// --mode self (the notes' parameter-free self-attention) and projected-self (SelfAttention).
+Attended attend_self(const AttendArgs& a) {
+  const std::string& path = a.x.empty() ? a.q : a.x;
+  auto x0 = load_input(path, "x");
+  Attended r;
   if (a.mode == "self") {
-    const std::string& path = a.x.empty() ? a.q : a.x;
-    auto x = load_input(path, "x");
-    check_size(x.dim() == 3 ? x.size(0) : 1, x.size(-2), x.size(-2));
-    std::tie(output, weights) = self_attention(x);
-  } else if (a.mode == "projected-self") {
-    const std::string& path = a.x.empty() ? a.q : a.x;
-    auto x0 = load_input(path, "x");
-    unbatched = x0.dim() == 2;
-    auto x = batched(x0, path);
-    check_size(x.size(0), x.size(1), x.size(1));
-    SelfAttention module(SelfAttentionOptions(x.size(2)));
-    load_weights(*module, a);
-    module->train(a.train);
-    auto r = module->forward(x, build_mask(a, x.size(0), x.size(1), x.size(1)));
-    output = r.output;
-    weights = r.weights;
+    check_size(x0.dim() == 3 ? x0.size(0) : 1, x0.size(-2), x0.size(-2));
+    std::tie(r.output, r.weights) = self_attention(x0);
+    return r;
+  }
+  r.unbatched = x0.dim() == 2;
+  auto x = batched(x0, path);
+  check_size(x.size(0), x.size(1), x.size(1));
+  SelfAttention module(SelfAttentionOptions(x.size(2)));
+  load_weights(*module, a);
+  module->train(a.train);
+  auto out = module->forward(x, build_mask(a, x.size(0), x.size(1), x.size(1)));
+  r.output = out.output;
+  r.weights = out.weights;
+  return r;
+}
+
+// The modules that attend from queries to keys and values: attention, multihead, combine.
+template <typename Module>
+Attended forward(Module& module, const AttendArgs& a, const at::Tensor& q, const at::Tensor& k,
+                 const at::Tensor& v, const at::Tensor& mask,
+                 const io::LoadStateDictOptions& names = {}) {
+  load_weights(*module, a, names);
+  module->train(a.train);
+  auto out = module->forward(q, k, v, mask);
+  return {out.output, out.weights};
+}
+
+Attended attend_qkv(const AttendArgs& a) {
+  auto q0 = load_input(a.q, "q");
+  auto q = batched(q0, a.q);
+  auto k = a.k.empty() ? q : batched(load_input(a.k, "k"), a.k);
+  auto v = a.v.empty() ? k : batched(load_input(a.v, "v"), a.v);
+  // One dtype for all inputs, said with the files' names (LibTorch's own message names none).
+  for (const auto& [t, path] : {std::pair{k, a.k}, std::pair{v, a.v}})
+    if (t.scalar_type() != q.scalar_type())
+      throw Error(path + " is " + std::string(c10::toString(t.scalar_type())) + " but " + a.q +
+                  " is " + std::string(c10::toString(q.scalar_type())) +
+                  ": give q, k and v one dtype");
+  check_size(q.size(0), q.size(1), k.size(1), a.mode == "multihead" ? a.heads : 1);
+  const auto mask = build_mask(a, q.size(0), q.size(1), k.size(1));
+  Attended r;
+  if (a.mode == "attention") {
+    Attention module(AttentionOptions(q.size(2), k.size(2))
+                         .score(parse_score_kind(a.score))
+                         .weighting(parse_weighting_kind(a.weighting))
+                         .hard_gradient(parse_hard_gradient(a.hard_gradient))
+                         .hidden_size(a.hidden_size)
+                         .temperature(a.temperature)
+                         .window(a.window));
+    r = forward(module, a, q, k, v, mask);
+  } else if (a.mode == "multihead") {
+    MultiheadAttention module(MultiheadAttentionOptions(q.size(2), a.heads));
+    r = forward(module, a, q, k, v, mask);
+  } else if (a.mode == "combine") {
+    int64_t out_size = a.output_size;
+    if (out_size <= 0 && !a.state_dict.empty())
+      out_size = rows_of(a.state_dict, "qc_linear.weight");
+    if (out_size <= 0) out_size = v.size(2);
+    AttentionCombine module(AttentionCombineOptions(q.size(2), k.size(2), v.size(2), out_size)
+                                .score(parse_score_kind(a.score == "dot" ? "concat" : a.score))
+                                .weighting(parse_weighting_kind(a.weighting))
+                                .hidden_size(a.hidden_size));
+    io::LoadStateDictOptions notes_names;
+    notes_names.renames = notes_attn_renames();
+    r = forward(module, a, q, k, v, mask, notes_names);
   } else {
-    auto q0 = load_input(a.q, "q");
-    unbatched = q0.dim() == 2;
-    auto q = batched(q0, a.q);
-    auto k = a.k.empty() ? q : batched(load_input(a.k, "k"), a.k);
-    auto v = a.v.empty() ? k : batched(load_input(a.v, "v"), a.v);
-    // One dtype for all inputs, said with the files' names (LibTorch's own message names none).
-    for (const auto& [t, path] : {std::pair{k, a.k}, std::pair{v, a.v}})
-      if (t.scalar_type() != q.scalar_type())
-        throw Error(path + " is " + std::string(c10::toString(t.scalar_type())) + " but " + a.q +
-                    " is " + std::string(c10::toString(q.scalar_type())) +
-                    ": give q, k and v one dtype");
-    check_size(q.size(0), q.size(1), k.size(1), a.mode == "multihead" ? a.heads : 1);
-    auto mask = build_mask(a, q.size(0), q.size(1), k.size(1));
-    if (a.mode == "attention") {
-      Attention module(AttentionOptions(q.size(2), k.size(2))
-                           .score(parse_score_kind(a.score))
-                           .weighting(parse_weighting_kind(a.weighting))
-                           .hard_gradient(parse_hard_gradient(a.hard_gradient))
-                           .hidden_size(a.hidden_size)
-                           .temperature(a.temperature)
-                           .window(a.window));
-      load_weights(*module, a);
-      module->train(a.train);
-      auto r = module->forward(q, k, v, mask);
-      output = r.output;
-      weights = r.weights;
-    } else if (a.mode == "multihead") {
-      MultiheadAttention module(MultiheadAttentionOptions(q.size(2), a.heads));
-      load_weights(*module, a);
-      auto r = module->forward(q, k, v, mask);
-      output = r.output;
-      weights = r.weights;
-    } else if (a.mode == "combine") {
-      int64_t out_size = a.output_size;
-      if (out_size <= 0 && !a.state_dict.empty())
-        out_size = rows_of(a.state_dict, "qc_linear.weight");
-      if (out_size <= 0) out_size = v.size(2);
-      AttentionCombine module(AttentionCombineOptions(q.size(2), k.size(2), v.size(2), out_size)
-                                  .score(parse_score_kind(a.score == "dot" ? "concat" : a.score))
-                                  .weighting(parse_weighting_kind(a.weighting))
-                                  .hidden_size(a.hidden_size));
-      io::LoadStateDictOptions notes_names;
-      notes_names.renames = notes_attn_renames();
-      load_weights(*module, a, notes_names);
-      module->train(a.train);
-      auto r = module->forward(q, k, v, mask);
-      output = r.output;
-      weights = r.weights;
-    } else {
-      throw Error("attend: unknown --mode '" + a.mode +
-                  "' (valid: notes, attention, self, projected-self, multihead, combine)");
-    }
+    throw Error("attend: unknown --mode '" + a.mode +
+                "' (valid: notes, attention, self, projected-self, multihead, combine)");
   }
-  if (unbatched) {
-    output = output.squeeze(0);
-    weights = weights.squeeze(0);
-  }
-  check_finite(output);
+  r.unbatched = q0.dim() == 2;
+  return r;
+}
+
+void write_result(const AttendArgs& a, const at::Tensor& output, const at::Tensor& weights) {
   if (!a.plot.empty()) {
     // One panel per batch row (and head): the last two dimensions are [queries, keys].
     auto flat = weights.reshape({-1, weights.size(-2), weights.size(-1)});
@@ -261,6 +263,20 @@ int run(AttendArgs a) {
     std::cout << "weights " << format_tensor(weights) << "\noutput  " << format_tensor(output)
               << "\n";
   }
+}
+
+int run(AttendArgs a) {
+  if (a.mode.empty()) a.mode = !a.x.empty() ? "self" : !a.q.empty() ? "attention" : "notes";
+  if (a.mode == "notes" || a.mode == "seed") return run_notes_examples(a.plot);
+  at::manual_seed(static_cast<int64_t>(a.seed));
+  const bool self = a.mode == "self" || a.mode == "projected-self";
+  Attended r = self ? attend_self(a) : attend_qkv(a);
+  if (r.unbatched) {
+    r.output = r.output.squeeze(0);
+    r.weights = r.weights.squeeze(0);
+  }
+  check_finite(r.output);
+  write_result(a, r.output, r.weights);
   return 0;
 }
 

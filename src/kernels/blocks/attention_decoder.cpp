@@ -75,6 +75,77 @@ struct Schedule {
   }
 };
 
+// One row's step of the attention backward: through the context, then the softmax, then the
+// additive score, as attend_row's forward computed them.
+template <typename F>
+struct AttentionRow {
+  const F* weights;   // [S] the step's attention weights
+  const F* dcontext;  // [Hm] dL/dc_t
+  const F* memory;    // [S, Hm] the row's source
+  const F* keys;      // [S, A]
+  const F* query;     // [A]
+  const F* v;         // [A]
+  int64_t S, A, Hm;
+};
+
+// dweights: [S], the gradient the caller gives the weights themselves, or null; da: [S] scratch.
+// Accumulates into dmemory [S, Hm], dkeys [S, A], dquery [A] and dv [A].
+template <typename F>
+void attention_row_backward(const AttentionRow<F>& r, const F* dweights, F* da, F* dmemory,
+                            F* dkeys, F* dquery, F* dv) {
+  F dot = 0;
+  for (int64_t s = 0; s < r.S; ++s) {
+    da[s] = dweights ? dweights[s] : F(0);
+    if (r.weights[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
+    da[s] += dot_axpy<F>(r.dcontext, r.memory + s * r.Hm, r.weights[s], dmemory + s * r.Hm, r.Hm);
+    dot += r.weights[s] * da[s];
+  }
+  for (int64_t s = 0; s < r.S; ++s) {
+    const F de = r.weights[s] * (da[s] - dot);
+    if (de == F(0)) continue;
+    tanh_backward<F>(r.query, r.keys + s * r.A, r.v, de, dquery, dkeys + s * r.A, dv, r.A);
+  }
+}
+
+// The gradients the time loop leaves at every step that ran (N rows, in the schedule's order),
+// the step inputs the forward saved, and the weights they multiplied.
+struct StepGradients {
+  const at::Tensor &dgh, &dq, &dpre, &dgi;  // [N, 3H], [N, A], [N, H], [N, 3H]
+};
+struct StepInputs {
+  const at::Tensor &hprev, &hc, &fprev;  // [N, H], [N, C] = [h; c], [N, H]
+};
+struct DecoderWeights {
+  const at::Tensor &w_feed, &w_hh, &w_query, &w_combine;
+};
+struct WeightGradients {
+  at::Tensor feed, hh, query, combine;
+};
+
+// Every weight's gradient: one product over the N steps that ran.
+WeightGradients weight_gradients(const StepGradients& g, const StepInputs& x,
+                                 const DecoderWeights& w, const Schedule& plan, int64_t T) {
+  const int64_t N = plan.total, H = w.w_hh.size(1), A = w.w_query.size(0);
+  const int64_t C = w.w_combine.size(1);
+  const bool feeding = w.w_feed.size(1) > 0;
+  WeightGradients out{feeding ? at::zeros({3 * H, H}, x.hprev.options()) : at::Tensor(),
+                      at::empty_like(w.w_hh), at::empty_like(w.w_query),
+                      at::empty_like(w.w_combine)};
+  AT_DISPATCH_FLOATING_TYPES(x.hprev.scalar_type(), "attention_decoder_weights", [&] {
+    using F = scalar_t;
+    mul_at<F>(g.dgh.data_ptr<F>(), 3 * H, x.hprev.data_ptr<F>(), H, out.hh.data_ptr<F>(), 3 * H, H,
+              N);
+    mul_at<F>(g.dq.data_ptr<F>(), A, x.hc.data_ptr<F>(), C, out.query.data_ptr<F>(), A, H, N);
+    mul_at<F>(g.dpre.data_ptr<F>(), H, x.hc.data_ptr<F>(), C, out.combine.data_ptr<F>(), H, C, N);
+    // Steps from t = 1 on (step 0's feed is zero) multiply the previous feeds.
+    const int64_t first = T > 1 ? plan.offset[1] : N;
+    if (feeding && N > first)
+      mul_at<F>(g.dgi.data_ptr<F>() + first * 3 * H, 3 * H, x.fprev.data_ptr<F>() + first * H, H,
+                out.feed.data_ptr<F>(), 3 * H, H, N - first);
+  });
+  return out;
+}
+
 class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
  public:
   // w_feed is [3H, 0] without input feeding; keep is [B, S] bool. order lists the rows longest
@@ -247,21 +318,10 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
           for (int64_t b = j; b < R; b += P) {
             const int64_t ob = order[b];
             for (int64_t i = 0; i < H; ++i) dH[b * H + i] += dHC[b * C + i];
-            // Context, then softmax, then score, for row b.
-            const F *wb = w + b * S, *dc = dHC + b * C + H;
-            F dot = 0;
-            for (int64_t s = 0; s < S; ++s) {
-              da[s] = dW ? dW[(ob * T + t) * S + s] : F(0);
-              if (wb[s] == F(0)) continue;  // masked, or underflowed: no gradient either way
-              da[s] += dot_axpy<F>(dc, M + (ob * S + s) * Hm, wb[s], dM + (ob * S + s) * Hm, Hm);
-              dot += wb[s] * da[s];
-            }
-            for (int64_t s = 0; s < S; ++s) {
-              const F de = wb[s] * (da[s] - dot);
-              if (de == F(0)) continue;
-              tanh_backward<F>(q + b * A, K + (ob * S + s) * A, Vv, de, dq_t + b * A,
-                               dK + (ob * S + s) * A, dV + b * A, A);
-            }
+            attention_row_backward<F>({w + b * S, dHC + b * C + H, M + ob * S * Hm, K + ob * S * A,
+                                       q + b * A, Vv, S, A, Hm},
+                                      dW ? dW + (ob * T + t) * S : nullptr, da.data(),
+                                      dM + ob * S * Hm, dK + ob * S * A, dq_t + b * A, dV + b * A);
           }
           query_w.multiply(dq_t + j * A, n, P * A, dH + j * H, P * H,
                            /*accumulate=*/true);  // += dq W_q
@@ -282,27 +342,14 @@ class AttentionDecoder : public torch::autograd::Function<AttentionDecoder> {
       for (int64_t b = 0; b < B; ++b)  // the steps past each row's length
         std::fill(dX + (order[b] * T + lengths[b]) * 3 * H, dX + (order[b] + 1) * T * 3 * H, F(0));
     });
-    // Every weight's gradient: one product over the N steps that ran.
-    auto dw_hh = at::empty_like(w_hh), dw_query = at::empty_like(w_query),
-         dw_combine = at::empty_like(w_combine);
-    auto dw_feed = feeding ? at::zeros({3 * H, H}, opts) : at::Tensor();
-    AT_DISPATCH_FLOATING_TYPES(hprev.scalar_type(), "attention_decoder_weights", [&] {
-      using F = scalar_t;
-      mul_at<F>(dgh.data_ptr<F>(), 3 * H, hprev.data_ptr<F>(), H, dw_hh.data_ptr<F>(), 3 * H, H, N);
-      mul_at<F>(dq.data_ptr<F>(), A, hc.data_ptr<F>(), C, dw_query.data_ptr<F>(), A, H, N);
-      mul_at<F>(dpre.data_ptr<F>(), H, hc.data_ptr<F>(), C, dw_combine.data_ptr<F>(), H, C, N);
-      // Steps from t = 1 on (step 0's feed is zero) multiply the previous feeds.
-      const int64_t first = T > 1 ? plan.offset[1] : N;
-      if (feeding && N > first)
-        mul_at<F>(dgi.data_ptr<F>() + first * 3 * H, 3 * H, fprev.data_ptr<F>() + first * H, H,
-                  dw_feed.data_ptr<F>(), 3 * H, H, N - first);
-    });
+    auto dw = weight_gradients({dgh, dq, dpre, dgi}, {hprev, hc, fprev},
+                               {w_feed, w_hh, w_query, w_combine}, plan, T);
     auto dh0 = at::empty_like(dh);  // back to the callers' row order
     dh0.index_copy_(0, at::tensor(order, at::kLong), dh);
     using products::column_sums;
-    return {dgates,           dh0,          dw_feed,    dw_hh,
-            column_sums(dgh), dw_query,     dkeys,      column_sums(dv_rows),
-            dmemory,          at::Tensor(), dw_combine, column_sums(dpre),
+    return {dgates,           dh0,          dw.feed,    dw.hh,
+            column_sums(dgh), dw.query,     dkeys,      column_sums(dv_rows),
+            dmemory,          at::Tensor(), dw.combine, column_sums(dpre),
             at::Tensor(),     at::Tensor()};
   }
 };

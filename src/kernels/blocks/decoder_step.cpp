@@ -80,6 +80,84 @@ PackedDecoderWeights::~PackedDecoderWeights() = default;
 DecoderStep::DecoderStep(std::shared_ptr<const PackedDecoderWeights> weights)
     : weights_(std::move(weights)) {}
 
+namespace {
+
+using Impl = PackedDecoderWeights::Impl;
+
+// The GRU layers' new state [L, N, H] from `hidden` [L, N, H]. The first layer's input is
+// [embedding; feed]: its embedding part (with the bias) comes from the table, and only the feed
+// goes through a product. gi and gh hold [N, 3H] each.
+at::Tensor gru_layers(const Impl& p, const at::Tensor& tokens, const at::Tensor& feed,
+                      const at::Tensor& hidden, std::vector<float>& gi, std::vector<float>& gh) {
+  const int64_t N = tokens.size(0), L = static_cast<int64_t>(p.w_hh.size()), H = p.hidden;
+  const int64_t* tok = tokens.data_ptr<int64_t>();
+  const float* table = p.table.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    TORCH_CHECK(tok[n] >= 0 && tok[n] < p.table.size(0), "DecoderStep: token id ", tok[n],
+                " is outside the target vocabulary");
+    std::copy(table + tok[n] * 3 * H, table + (tok[n] + 1) * 3 * H, gi.data() + n * 3 * H);
+  }
+  const auto feed_in = p.feed.defined() ? feed.contiguous() : at::Tensor();
+  if (feed_in.defined())
+    product(feed_in.data_ptr<float>(), N, p.feed, gi.data(), /*accumulate=*/true);
+  auto new_hidden = at::empty({L, N, H});
+  const float* x = nullptr;  // the layer's input [N, H], from the second layer on
+  for (int64_t l = 0; l < L; ++l) {
+    const float* h = hidden.data_ptr<float>() + l * N * H;
+    float* h_out = new_hidden.data_ptr<float>() + l * N * H;
+    if (l > 0) product(x, N, p.w_ih[l], gi.data());
+    product(h, N, p.w_hh[l], gh.data());
+    // Two sigmoids and a tanh per hidden unit: about 12 elements' worth of work each.
+    for_each_row_block(N, 12 * H, [&](int64_t from, int64_t to) {
+      gru_gates(gi.data() + from * 3 * H, gh.data() + from * 3 * H, h + from * H, h_out + from * H,
+                to - from, H);
+    });
+    x = h_out;
+  }
+  return new_hidden;
+}
+
+// What the rows attend with: their queries [N, A] (the query half of the score's linear layer;
+// the key half and its bias are in the keys), the sources' keys [B, S, A], memory [B, S, Hm] and
+// mask [B, 1, S] (or none), and each row's source (or none: row n reads source n).
+struct AttendInputs {
+  const float* query;
+  const at::Tensor &keys, &memory, &mask;
+  const int64_t* source_row;
+};
+
+// Scores, masked softmax and context per row: weights [N, S], and combine_in [N, H + Hm] =
+// [top; context]. A row's scores, weights and context read that row only: whole rows go to the
+// kernels' threads (in a beam search at batch 32 this loop was the step's largest part on one
+// core).
+void attend_rows(const Impl& p, const AttendInputs& in, const float* top, int64_t N,
+                 at::Tensor& weights, std::vector<float>& combine_in) {
+  const int64_t H = p.hidden, A = p.query.out(), S = in.memory.size(1), Hm = in.memory.size(2);
+  const float *K = in.keys.data_ptr<float>(), *M = in.memory.data_ptr<float>(),
+              *v = p.v.data_ptr<float>();
+  const bool* keep = in.mask.defined() ? in.mask.data_ptr<bool>() : nullptr;
+  float* W = weights.data_ptr<float>();
+  for_each_row_block(N, S * (3 * A + 2 * Hm), [&](int64_t from, int64_t to) {
+    for (int64_t n = from; n < to; ++n) {
+      const int64_t b = in.source_row ? in.source_row[n] : n;  // the row's source
+      float* w = W + n * S;                                    // [S]
+      const bool* kept = keep ? keep + b * S : nullptr;
+      for (int64_t j = 0; j < S; ++j)
+        if (!kept || kept[j]) w[j] = simd::tanh_dot(in.query + n * A, K + (b * S + j) * A, v, A);
+      float* c = combine_in.data() + n * (H + Hm);  // [h; context]
+      std::copy(top + n * H, top + (n + 1) * H, c);
+      float* ctx = c + H;
+      std::fill(ctx, ctx + Hm, 0.f);
+      // Nothing to attend to: zero weights and context, as the reference.
+      if (!masked_softmax_row(w, kept, w, S)) continue;
+      for (int64_t j = 0; j < S; ++j)
+        if (w[j] != 0.f) simd::axpy(w[j], M + (b * S + j) * Hm, ctx, Hm);
+    }
+  });
+}
+
+}  // namespace
+
 DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   const auto& p = weights_->impl();
   const auto tokens = in.tokens.to(at::kLong).contiguous();
@@ -103,62 +181,11 @@ DecoderStepOutputs DecoderStep::operator()(const DecoderStepInputs& in) {
   query_.resize(N * A);
   combine_in_.resize(N * (H + Hm));
 
-  // GRU layers: [L, N, H]. The first layer's input is [embedding; feed]: its embedding part
-  // (with the bias) comes from the table, and only the feed goes through a product.
-  const int64_t* tok = tokens.data_ptr<int64_t>();
-  const float* table = p.table.data_ptr<float>();
-  for (int64_t n = 0; n < N; ++n) {
-    TORCH_CHECK(tok[n] >= 0 && tok[n] < p.table.size(0), "DecoderStep: token id ", tok[n],
-                " is outside the target vocabulary");
-    std::copy(table + tok[n] * 3 * H, table + (tok[n] + 1) * 3 * H, gi_.data() + n * 3 * H);
-  }
-  const auto feed_in = p.feed.defined() ? in.feed.contiguous() : at::Tensor();
-  if (feed_in.defined())
-    product(feed_in.data_ptr<float>(), N, p.feed, gi_.data(), /*accumulate=*/true);
-  auto new_hidden = at::empty({L, N, H});
-  const float* x = nullptr;  // the layer's input [N, H], from the second layer on
-  for (int64_t l = 0; l < L; ++l) {
-    const float* h = hidden.data_ptr<float>() + l * N * H;
-    float* h_out = new_hidden.data_ptr<float>() + l * N * H;
-    if (l > 0) product(x, N, p.w_ih[l], gi_.data());
-    product(h, N, p.w_hh[l], gh_.data());
-    // Two sigmoids and a tanh per hidden unit: about 12 elements' worth of work each.
-    for_each_row_block(N, 12 * H, [&](int64_t from, int64_t to) {
-      gru_gates(gi_.data() + from * 3 * H, gh_.data() + from * 3 * H, h + from * H,
-                h_out + from * H, to - from, H);
-    });
-    x = h_out;
-  }
-  const float* top = x;  // [N, H]
-
-  // Scores, masked softmax and context: the query half of the score's linear layer (the key
-  // half and its bias are in the keys).
+  auto new_hidden = gru_layers(p, tokens, in.feed, hidden, gi_, gh_);
+  const float* top = new_hidden.data_ptr<float>() + (L - 1) * N * H;  // [N, H]
   product(top, N, p.query, query_.data());
   auto weights = at::zeros({N, S});
-  const float *K = keys.data_ptr<float>(), *M = memory.data_ptr<float>(),
-              *v = p.v.data_ptr<float>();
-  const bool* keep = mask.defined() ? mask.data_ptr<bool>() : nullptr;
-  float* W = weights.data_ptr<float>();
-  // A row's scores, weights and context read that row only: whole rows go to the kernels'
-  // threads (in a beam search at batch 32 this loop was the step's largest part on one core).
-  for_each_row_block(N, S * (3 * A + 2 * Hm), [&](int64_t from, int64_t to) {
-    for (int64_t n = from; n < to; ++n) {
-      const int64_t b = src ? src[n] : n;  // the row's source
-      float* w = W + n * S;                // [S]
-      const bool* kept = keep ? keep + b * S : nullptr;
-      for (int64_t j = 0; j < S; ++j)
-        if (!kept || kept[j])
-          w[j] = simd::tanh_dot(query_.data() + n * A, K + (b * S + j) * A, v, A);
-      float* c = combine_in_.data() + n * (H + Hm);  // [h; context]
-      std::copy(top + n * H, top + (n + 1) * H, c);
-      float* ctx = c + H;
-      std::fill(ctx, ctx + Hm, 0.f);
-      // Nothing to attend to: zero weights and context, as the reference.
-      if (!masked_softmax_row(w, kept, w, S)) continue;
-      for (int64_t j = 0; j < S; ++j)
-        if (w[j] != 0.f) simd::axpy(w[j], M + (b * S + j) * Hm, ctx, Hm);
-    }
-  });
+  attend_rows(p, {query_.data(), keys, memory, mask, src}, top, N, weights, combine_in_);
 
   // feed = tanh(W_c [h; context] + b_c), logits = W_o feed + b_o
   DecoderStepOutputs out;
