@@ -238,4 +238,9 @@ TEST(PoCatalog, CatalogsMsgfmtRefusesAreRefusedWithTheLine) {
       "\"\xc3\xa9\"\n");
   EXPECT_EQ(ascii, "t.po:5: a byte outside ASCII, the declared charset");
   EXPECT_EQ(error(head + "\"Plural-Forms: nplurals=INTEGER; plural=EXPRESSION;\\n\"\n"), "");
+  // As msgfmt: a misspelt nplurals matters only to a catalog with plural forms.
+  const std::string misspelt = head + "\"Plural-Forms: nulurals=1; plural=0;\\n\"\n";
+  EXPECT_EQ(error(misspelt + "\nmsgid \"a\"\nmsgstr \"b\"\n"), "");
+  EXPECT_EQ(error(misspelt + "\nmsgid \"a\"\nmsgid_plural \"as\"\nmsgstr[0] \"b\"\n"),
+            "t.po:4: Plural-Forms has no nplurals");
 }

@@ -454,6 +454,11 @@ void PoCatalog::check_header() const {
         throw Error(at(path_, line_of(i)) + ": a byte outside ASCII, the declared charset");
   const std::string forms = header_field("Plural-Forms");
   if (forms.empty() || forms.find("INTEGER") != kNone) return;
+  // msgfmt looks for nplurals only when a message has plural forms: a catalog without any passes
+  // with a misspelt attribute ("nulurals=1", found in binutils' ja catalog), and so it does here.
+  const bool plurals =
+      std::any_of(entries_.begin(), entries_.end(), [](const PoEntry& e) { return e.plural(); });
+  if (!plurals && forms.find("nplurals") == kNone) return;
   try {
     PluralForms::parse(forms);
   } catch (const Error& e) {
