@@ -70,22 +70,10 @@ void upgrade_checkpoint(decoding::TranslationModel& model, const translate::Mode
   archive.read("rng", rng);
   archive.read("position", position);
   archive.read("metrics", metrics);
-  if (position.scalar_type() != at::kLong || position.numel() < 6 ||
-      metrics.scalar_type() != at::kDouble || metrics.numel() < 4)
+  if (position.scalar_type() != at::kLong || position.dim() != 1 || position.numel() < 6 ||
+      metrics.scalar_type() != at::kDouble || metrics.dim() != 1 || metrics.numel() < 4)
     throw Error(path + ": the position or metrics are damaged");
-  auto pos = position.accessor<int64_t, 1>();
-  auto met = metrics.accessor<double, 1>();
-  train::Position p;
-  p.epoch = pos[0];
-  p.batch = pos[1];
-  p.step = pos[2];
-  p.bad_epochs = pos[3];
-  p.bad_lr_epochs = pos[4];
-  p.baseline.set = pos[5] != 0;
-  p.best_bleu = met[0];
-  p.best_loss = met[1];
-  p.lr = met[2];
-  p.baseline.value = met[3];
+  train::Position p = train::position_from(position, metrics);
   // save_checkpoint writes the process's generator: give it the checkpoint's.
   auto generator = at::detail::getDefaultCPUGenerator();
   const auto saved = generator.get_state();

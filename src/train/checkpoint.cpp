@@ -126,6 +126,10 @@ Position load_checkpoint(const std::string& path, Trainable& model, torch::optim
   } catch (const std::exception& e) {
     throw Error(path + ": cannot resume (the generator state: " + first_line(e.what()) + ")");
   }
+  return position_from(position, metrics, p);
+}
+
+Position position_from(const at::Tensor& position, const at::Tensor& metrics, Position p) {
   auto pos = position.accessor<int64_t, 1>();
   auto met = metrics.accessor<double, 1>();
   p.epoch = pos[0];

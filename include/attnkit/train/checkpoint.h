@@ -26,6 +26,10 @@ struct Position {
   ReinforceBaseline baseline;
 };
 
+// A checkpoint's "position" [6] int64 and "metrics" [4] float64 tensors as a Position (the
+// baseline's momentum taken from `into`); their dtypes and sizes are the caller's to check.
+Position position_from(const at::Tensor& position, const at::Tensor& metrics, Position into = {});
+
 // Written to a temporary file and renamed: a crash mid-write keeps the previous checkpoint.
 void save_checkpoint(const std::string& path, Trainable& model, torch::optim::Adam& optimizer,
                      const Position& position);
