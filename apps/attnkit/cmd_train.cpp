@@ -383,13 +383,15 @@ int run(TrainArgs a, const std::vector<std::string>& command_line) {
 // a 2-core machine. Subwords on both sides (SentencePiece, 8,000 pieces each: the output layer
 // is most of a step's work, and a vocabulary of words leaves the held-out packages' new words
 // unknown), validation every 2,000 steps (an epoch is 20 to 60 minutes), the plateau's decay
-// after two rounds without a better BLEU, a stop after six.
+// after two rounds without a better BLEU, a stop after six; no bound on epochs, so that
+// --time-limit or the early stop ends the run (ten epochs of a small corpus take minutes).
 const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>&
 presets() {
   static const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
       kPresets = {
           {"archive-rnn",
            {{"--arch", "rnn"},
+            {"--epochs", "1000"},
             {"--source-tokenizer", "spm"},
             {"--target-tokenizer", "spm"},
             {"--spm-vocab", "8000"},
@@ -402,6 +404,7 @@ presets() {
             {"--max-len", "50"}}},
           {"archive-transformer",
            {{"--arch", "transformer"},
+            {"--epochs", "1000"},
             {"--source-tokenizer", "spm"},
             {"--target-tokenizer", "spm"},
             {"--spm-vocab", "8000"},

@@ -6,6 +6,7 @@ result with torch.load and compares with the same computation in PyTorch.
 Run: ATTNKIT_BIN=build/attnkit /usr/bin/python3 tests/cli/test_cli.py
 """
 import json
+import random
 import os
 import re
 import shutil
@@ -379,6 +380,32 @@ class TranslationCli(unittest.TestCase):
         self.assertTrue(p.stdout.strip())
         self.assertEqual(attnkit("export", "--model", d, "--out", os.path.join(self.dir, "e.pt"))
                          .returncode, 0)
+
+    def test_presets_set_their_options_and_the_command_line_wins(self):
+        words = "open save close the file new window image layer text copy paste".split()
+        rng = random.Random(1)
+        corpus = os.path.join(self.dir, "words.tsv")
+        with open(corpus, "w") as f:
+            for _ in range(300):
+                s = [rng.choice(words) for _ in range(rng.randint(2, 6))]
+                f.write(" ".join(s) + "\t" + " ".join(reversed(s)) + "\n")
+        for preset, arch in (("archive-rnn", "rnn"), ("archive-transformer", "transformer")):
+            d = os.path.join(self.dir, preset)
+            out = attnkit("train", "--preset", preset, "--train", corpus, "--model-dir", d,
+                          "--spm-vocab", "40", "--embed", "8", "--hidden", "16", "--d-model", "16",
+                          "--heads", "2", "--ffn", "32", "--max-steps", "3", "--quiet").stdout
+            # No epoch bound of the preset's stops the run before --max-steps does.
+            self.assertIn("max steps after 3 steps", out)
+            with open(os.path.join(d, "config.json")) as f:
+                config = json.load(f)
+            self.assertEqual(config["arch"], arch)
+            self.assertEqual(config["source_tokenizer"], "spm:source.spm.model")
+            self.assertEqual(config["target_tokenizer"], "spm:target.spm.model")
+            # 40 pieces (the command line's, not the preset's 8,000) and the model's specials.
+            self.assertLessEqual(config["model"]["source_vocab"], 44)
+            if arch == "rnn":
+                self.assertEqual(config["model"]["embed_size"], 8)
+                self.assertEqual(config["model"]["hidden_size"], 16)
 
     def test_overlong_lines_and_directories_as_input_are_errors(self):
         long_line = os.path.join(self.dir, "long.txt")
