@@ -4,10 +4,13 @@ compendium of the training catalogs (its exact and fuzzy matches), against `attn
 with each model, on the same entries. Coverage, BLEU and chrF side by side.
 
     bench/archive_baseline.py --corpus DIR --lang zh_CN --model M1 [M2 ...] [--out DIR]
+        [--fuzzy 75 80 90] [--reuse-merge]
 
 DIR is a `corpus debian --test GLOB` output: the held-out (test) packages' catalogs are emptied
 into a template, training's catalogs (every package but the validation and test ones) make the
 compendium, and the entries scored are those of test.tsv (English that training lacks).
+With --fuzzy, po translate's fuzzy memory (the model's training pairs) is measured too: alone,
+before the model, and against the model on the entries it matches.
 """
 import argparse
 import glob
@@ -67,6 +70,53 @@ def bleu(hyps, refs, out_dir, name, tokenize):
             float(re.search(r"chrF2[^=]*= ([0-9.]+)", out).group(1)))
 
 
+def read_filled(path, refs):
+    """The catalog's suggestions for the scored entries, and how many of them are not fuzzy."""
+    filled, exact = {}, 0
+    for e in polib.pofile(path):
+        key = (e.msgctxt, e.msgid)
+        if key in refs and text_of(e):
+            filled[key] = text_of(e)
+            exact += "fuzzy" not in e.flags
+    return filled, exact
+
+
+def fuzzy_matches(path, refs):
+    """The scored entries po translate filled from a fuzzy memory match: key -> (score, text)."""
+    out = {}
+    for e in polib.pofile(path):
+        m = re.search(r"(\d+) % match of", e.tcomment or "")
+        key = (e.msgctxt, e.msgid)
+        if m and key in refs and text_of(e):
+            out[key] = (int(m.group(1)), text_of(e))
+    return out
+
+
+def merge(args, manifest, pot, merged):
+    """gettext's msgmerge fills `pot` from a compendium of every training catalog into `merged`."""
+    # The compendium: every training catalog.
+    held = set(manifest["test_packages"]) | set(manifest["valid_packages"])
+    train_dirs = [d for d in glob.glob(os.path.join(args.corpus, "catalogs", "*"))
+                  if os.path.basename(d).split("_")[0] not in held]
+    pos = []
+    unreadable = 0
+    for i, mo in enumerate(catalogs_in(train_dirs)):
+        po = as_po(mo, os.path.join(args.out, f"c{i}.po"))
+        pos += [po] if po else []
+        unreadable += not po
+    print(f"compendium: {len(pos)} training catalogs ({unreadable} that msgunfmt refuses or finds empty left out)",
+          flush=True)
+    # Each catalog its own compendium: msgcat refuses to join catalogs that use one msgid with
+    # and without a plural, which thousands of packages do; msgmerge reads each apart.
+    empty = os.path.join(args.out, "empty.po")
+    with open(empty, "w") as f:
+        f.write('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n')
+    compendia = [x for p in pos for x in ("--compendium", p)]
+    run("msgmerge", "--quiet", "--no-wrap", *compendia, "-o", merged, empty, pot)
+    for p in pos:
+        os.remove(p)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", required=True)
@@ -74,6 +124,13 @@ def main():
     ap.add_argument("--model", nargs="*", default=[])
     ap.add_argument("--out", default="out/archive-baseline")
     ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--fuzzy", type=int, nargs="*", default=[],
+                    help="similarity thresholds for po translate's fuzzy memory: one run at the "
+                         "lowest, each threshold's catalog taken from it (a match of at least T "
+                         "instead of the model's suggestion)")
+    ap.add_argument("--reuse-merge", action="store_true",
+                    help="score the msgmerge.po an earlier run left in --out (msgmerge over "
+                         "thousands of compendia takes about half an hour)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.corpus, "manifest.json")) as f:
@@ -107,45 +164,33 @@ def main():
     template.save(pot)
     print(f"{len(refs)} held-out entries whose English training lacks", flush=True)
 
-    # The compendium: every training catalog.
-    held = set(manifest["test_packages"]) | set(manifest["valid_packages"])
-    train_dirs = [d for d in glob.glob(os.path.join(args.corpus, "catalogs", "*"))
-                  if os.path.basename(d).split("_")[0] not in held]
-    pos = []
-    unreadable = 0
-    for i, mo in enumerate(catalogs_in(train_dirs)):
-        po = as_po(mo, os.path.join(args.out, f"c{i}.po"))
-        pos += [po] if po else []
-        unreadable += not po
-    print(f"compendium: {len(pos)} training catalogs ({unreadable} that msgunfmt refuses or finds empty left out)",
-          flush=True)
-    # Each catalog its own compendium: msgcat refuses to join catalogs that use one msgid with
-    # and without a plural, which thousands of packages do; msgmerge reads each apart.
-    empty = os.path.join(args.out, "empty.po")
-    with open(empty, "w") as f:
-        f.write('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n')
     merged = os.path.join(args.out, "msgmerge.po")
-    compendia = [x for p in pos for x in ("--compendium", p)]
-    run("msgmerge", "--quiet", "--no-wrap", *compendia, "-o", merged, empty, pot)
-    for p in pos:
-        os.remove(p)
+    if not (args.reuse_merge and os.path.exists(merged)):
+        merge(args, manifest, pot, merged)
 
-    systems = {"msgmerge + compendium": merged}
+    systems = {"msgmerge + compendium": read_filled(merged, refs)}
+    fuzzy_runs = {}
     for m in args.model:
-        out = os.path.join(args.out, os.path.basename(m.rstrip("/")) + ".po")
+        name = os.path.basename(m.rstrip("/"))
+        out = os.path.join(args.out, name + ".po")
         run(BIN, "po", "translate", pot, "--model", m, "--lang", args.lang, "--out", out,
             "--beam", str(args.beam))
-        systems["attnkit " + os.path.basename(m.rstrip("/"))] = out
+        systems["attnkit " + name] = read_filled(out, refs)
+        if args.fuzzy:
+            fuzzy_out = os.path.join(args.out, name + "-fuzzy.po")
+            run(BIN, "po", "translate", pot, "--model", m, "--lang", args.lang, "--out", fuzzy_out,
+                "--beam", str(args.beam), "--fuzzy-threshold", str(min(args.fuzzy)))
+            fuzzy_runs[name] = fuzzy_matches(fuzzy_out, refs)
+            for t in sorted(args.fuzzy):
+                filled, _ = systems["attnkit " + name]
+                both = dict(filled)
+                both.update({k: v for k, (score, v) in fuzzy_runs[name].items() if score >= t})
+                systems[f"attnkit {name} + fuzzy memory >= {t}"] = (both, 0)
+                alone = {k: v for k, (score, v) in fuzzy_runs[name].items() if score >= t}
+                systems[f"{name}'s fuzzy memory >= {t} alone"] = (alone, 0)
 
     rows = []
-    for name, path in systems.items():
-        filled = {}
-        exact = 0
-        for e in polib.pofile(path):
-            key = (e.msgctxt, e.msgid)
-            if key in refs and text_of(e):
-                filled[key] = text_of(e)
-                exact += "fuzzy" not in e.flags
+    for name, (filled, exact) in systems.items():
         keys = sorted(refs, key=str)
         b_all, c_all = bleu([filled.get(k, "") for k in keys], [refs[k] for k in keys], args.out,
                             re.sub(r"\W+", "_", name) + "_all", tokenize)
@@ -159,6 +204,26 @@ def main():
     for name, n, exact, b, c, bf, cf in rows:
         print(f"| {name} | {n} ({100 * n / max(len(refs), 1):.0f} %) | {exact} | {b:.1f} | {c:.1f} "
               f"| {bf:.1f} | {cf:.1f} |")
+
+    # Where the memory's fuzzy match and the model disagree: the same entries, scored both ways,
+    # by the match's similarity.
+    for name, matches in fuzzy_runs.items():
+        model, _ = systems["attnkit " + name]
+        print(f"\n| {name}: fuzzy matches, similarity | entries | memory BLEU | memory chrF2 "
+              "| model BLEU | model chrF2 |")
+        print("|---|---:|---:|---:|---:|---:|")
+        bands = sorted(set([min(args.fuzzy), 80, 90, 95, 101]))
+        for lo, hi in zip(bands, bands[1:]):
+            keys = sorted((k for k, (score, _) in matches.items() if lo <= score < hi), key=str)
+            if not keys:
+                continue
+            tag = re.sub(r"\W+", "_", f"{name}_{lo}")
+            mb, mc = bleu([matches[k][1] for k in keys], [refs[k] for k in keys], args.out,
+                          tag + "_memory", tokenize)
+            ob, oc = bleu([model.get(k, "") for k in keys], [refs[k] for k in keys], args.out,
+                          tag + "_model", tokenize)
+            print(f"| {lo}-{hi - 1} | {len(keys)} | {mb:.1f} | {mc:.1f} "
+                  f"| {ob:.1f} | {oc:.1f} |")
 
 
 if __name__ == "__main__":
