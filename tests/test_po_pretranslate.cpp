@@ -81,6 +81,45 @@ TEST(PoMemory, CorpusMatchesAreLooseAndKeepWhatMustSurvive) {
   EXPECT_THROW(memory.add_corpus((dir / "missing.tsv").string()), Error);
 }
 
+TEST(PoMemory, FuzzyMatchesAreScoredAndKeepWhatMustSurvive) {
+  const attnkit::testing::ScratchDir dir("po_fuzzy");
+  const std::string tsv = (dir / "train.tsv").string();
+  std::ofstream(tsv) << "Open the file\t打开文件\nDelete %d files\t删除 %d 个文件\n"
+                        "Print the page\t打印页面\nFind Again\tWeitersuche_n\n";
+  po::Memory memory;
+  memory.add_corpus(tsv);
+  const auto wanted = PoCatalog::parse(std::string(kHeader) +
+                                           "msgid \"Open the files\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Delete %s files\"\nmsgstr \"\"\n\n"
+                                           "msgid \"Print the _pages\"\nmsgstr \"\"\n",
+                                       "w.po");
+  po::Memory::Match m;
+  // Exact matches only unless a threshold is given.
+  EXPECT_FALSE(memory.find(find(wanted, "Open the files"), 1, m));
+  // One edit in 14 characters: 100 * 13 / 14, rounded down.
+  ASSERT_TRUE(memory.find(find(wanted, "Open the files"), 1, m, po::AcceleratorStyle::Appended,
+                          /*fuzzy_threshold=*/75));
+  EXPECT_EQ(m.score, 92);
+  EXPECT_EQ(m.source, "Open the file");
+  EXPECT_EQ(m.msgstr[0], "打开文件");
+  EXPECT_FALSE(m.exact);
+  EXPECT_FALSE(memory.find(find(wanted, "Open the files"), 1, m, po::AcceleratorStyle::Appended,
+                           /*fuzzy_threshold=*/93));
+  // A match whose translation lacks the msgid's placeholder is no match ("%d" for "%s").
+  EXPECT_FALSE(memory.find(find(wanted, "Delete %s files"), 1, m, po::AcceleratorStyle::Appended,
+                           /*fuzzy_threshold=*/75));
+  // The accelerator is set aside for the similarity (15 of "Print the pages") and put back.
+  ASSERT_TRUE(memory.find(find(wanted, "Print the _pages"), 1, m, po::AcceleratorStyle::Appended,
+                          /*fuzzy_threshold=*/75));
+  EXPECT_EQ(m.score, 93);
+  EXPECT_EQ(m.msgstr[0], "打印页面(_P)");
+  // A pair that kept its translator's marker gets no second one.
+  const auto label =
+      PoCatalog::parse(std::string(kHeader) + "msgid \"Find _Again\"\nmsgstr \"\"\n", "l.po");
+  ASSERT_TRUE(memory.find(find(label, "Find _Again"), 1, m, po::AcceleratorStyle::Inline));
+  EXPECT_EQ(m.msgstr[0], "Weitersuche_n");
+}
+
 TEST(PoLanguage, RegionsMustAgreeWhenBothNameOne) {
   EXPECT_EQ(po::split_language("zh_CN.UTF-8"), (std::pair<std::string, std::string>{"zh", "CN"}));
   EXPECT_EQ(po::split_language("sr@latin"), (std::pair<std::string, std::string>{"sr", ""}));

@@ -143,6 +143,24 @@ TEST(PoProtect, RestorePutsSpansWhereTheAttentionSays) {
             "%1$s复制到%2$s");
 }
 
+TEST(PoProtect, PlaceholdersTheTokenizerCutsReadAsTheirKind) {
+  // A SentencePiece model knows "%1$s" as a piece and cuts "%3$d" into "%3$" "d": the model
+  // reads "%d" there, and each span still goes back where its mask's attention says.
+  const po::KeepsWhole whole = [](const std::string& s) {
+    return s == "%s" || s == "%d" || s == "%1$s";
+  };
+  const auto p = po::protect("Page %2$d of %3$d in %1$s, %4$s", true, whole);
+  EXPECT_EQ(p.text, "Page %d of %d in %1$s , %s");
+  EXPECT_EQ(p.spans, (std::vector<std::string>{"%2$d", "%3$d", "%1$s", "%4$s"}));
+  // source tokens: page %d of %d in %1$s , %s
+  EXPECT_EQ(restore(p, {"第", "%d", "页", "共", "%d", "%1$s", "%s"}, {0, 1, 0, 2, 3, 5, 7}),
+            "第%2$d页共%3$d %1$s %4$s");  // the Chinese detokenizer spaces ASCII words
+  EXPECT_EQ(restore(p, {"共", "%d", "页", "第", "%d", "%1$s", "%s"}, {2, 3, 0, 0, 1, 5, 7}),
+            "共%3$d页第%2$d %1$s %4$s");
+  // Without the tokenizer's test every printf placeholder is its own mask.
+  EXPECT_EQ(po::protect("Page %2$d of %3$d").text, "Page %2$d of %3$d");
+}
+
 TEST(PoProtect, RestoreRebuildsAcceleratorsSuffixesMarkupAndWhitespace) {
   const auto p = po::protect("  <b>_Save as:</b>");
   EXPECT_EQ(restore(p, {"另", "存", "为", "："}, {0, 0, 1, 1}), "  <b>另存为(_S)：</b>");

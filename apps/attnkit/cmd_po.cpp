@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -64,8 +65,9 @@ int translate(PoTranslateArgs a) {
   catalog.save(a.out);  // atomic: a failure leaves no partial file
   if (!a.quiet)
     std::cerr << a.out << ": " << r.entries << " messages: " << r.translated
-              << " already translated, " << r.memory << " from translation memory, " << r.model
-              << " by the model (" << r.segments << " lines), " << r.copied
+              << " already translated, " << r.memory << " from translation memory"
+              << (r.fuzzy_memory ? " (" + std::to_string(r.fuzzy_memory) + " of them fuzzy)" : "")
+              << ", " << r.model << " by the model (" << r.segments << " lines), " << r.copied
               << " copied (nothing to translate); placeholders, markup and accelerators intact in "
               << r.survived << " of " << (r.memory + r.model + r.copied)
               << " filled; suggestions are marked fuzzy for review\n";
@@ -104,23 +106,37 @@ int stats(const std::vector<std::string>& files, const std::string& format) {
 
 struct PoCheckArgs {
   std::vector<std::string> files;
-  std::string format = "text", lang;
+  std::string format = "text", lang, glossary;
   bool fuzzy = false;
 };
 
 // Each finding as file:line: kind: message (or JSON), then a count per kind on stderr; exit 1
-// when there is any, so that a build or a CI job can stop on them.
+// when there is any, so that a build or a CI job can stop on them. A catalog that cannot be
+// read is reported and the rest are checked; exit 2 then.
 int check(const PoCheckArgs& a) {
   nlohmann::json all = nlohmann::json::array();
   std::map<std::string, size_t> counts;
-  size_t total = 0, entries = 0;
+  size_t total = 0, entries = 0, refused = 0;
+  // A broken glossary is an error before any catalog is read: every finding would depend on it.
+  std::optional<po::Glossary> glossary;
+  if (!a.glossary.empty()) glossary = po::Glossary::read(a.glossary);
   for (const auto& f : a.files) {
-    const auto catalog = data::PoCatalog::read(f);
-    for (const auto& e : catalog.entries()) entries += !e.is_header() && !e.obsolete;
-    po::CheckOptions options;
-    options.lang = a.lang;
-    options.fuzzy = a.fuzzy;
-    for (const auto& finding : po::check(catalog, options)) {
+    std::vector<po::Finding> findings;
+    try {
+      const auto catalog = data::PoCatalog::read(f);
+      po::CheckOptions options;
+      options.lang = a.lang;
+      options.fuzzy = a.fuzzy;
+      options.glossary = glossary ? &*glossary : nullptr;
+      findings = po::check(catalog, options);
+      for (const auto& e : catalog.entries()) entries += !e.is_header() && !e.obsolete;
+    } catch (const Error& e) {
+      ++refused;
+      const std::string what = e.what();
+      std::cerr << "attnkit: error: " << (what.rfind(f, 0) == 0 ? "" : f + ": ") << what << "\n";
+      continue;
+    }
+    for (const auto& finding : findings) {
       ++counts[po::to_string(finding.kind)];
       ++total;
       if (a.format == "json")
@@ -142,8 +158,9 @@ int check(const PoCheckArgs& a) {
             << counted(entries, "entry", "entries") << ")";
   for (const auto& [kind, n] : counts)
     std::cerr << (kind == counts.begin()->first ? ": " : ", ") << n << " " << kind;
+  if (refused) std::cerr << "; " << counted(refused, "catalog", "catalogs") << " not read";
   std::cerr << "\n";
-  return total ? 1 : 0;
+  return refused ? 2 : total ? 1 : 0;
 }
 
 }  // namespace
@@ -167,6 +184,12 @@ Command add_po_command(CLI::App& parent) {
   t->add_option("--compendium", a->compendia, "Translated catalogs to reuse exact matches from")
       ->check(CLI::ExistingFile);
   t->add_flag("--no-memory", a->no_memory, "Do not reuse translation memory (compendia, corpus)");
+  t->add_option("--fuzzy-threshold", a->options.fuzzy_threshold,
+                "Reuse the translation of a similar message from the memory when its similarity "
+                "(0-100, as translate-toolkit and Poedit score it) is at least this; 0: exact "
+                "matches only")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   t->add_flag("--no-protect", a->no_protect,
               "Give the model the raw lines (placeholders, markup, accelerators unprotected)");
   t->add_option("--beam", a->options.search.beam_size, "Beam size (1: greedy)")
@@ -195,6 +218,11 @@ Command add_po_command(CLI::App& parent) {
   c->add_option("files", ca->files, "Catalogs")->required()->check(CLI::ExistingFile);
   c->add_option("--lang", ca->lang, "The catalogs' language (default: each header's Language)");
   c->add_flag("--fuzzy", ca->fuzzy, "Check fuzzy entries too");
+  c->add_option("--glossary", ca->glossary,
+                "Terms and their agreed translations (two-column TSV, or CSV as Weblate and "
+                "Poedit export them): each entry whose source has a term and whose translation "
+                "lacks its target is a finding")
+      ->check(CLI::ExistingFile);
   c->add_option("--format", ca->format, "text | json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

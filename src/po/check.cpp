@@ -190,23 +190,45 @@ const char* to_string(CheckKind kind) {
       return "whitespace";
     case CheckKind::PluralNumber:
       return "plural-number";
+    case CheckKind::Glossary:
+      return "glossary";
   }
   return "?";
 }
+
+namespace {
+
+// Each glossary term of `source` whose agreed translation `target` lacks.
+void check_glossary(const Glossary& glossary, const std::string& source, const std::string& target,
+                    size_t line, const std::string& form, std::vector<Finding>& out) {
+  for (const GlossaryTerm* term : glossary.found_in(source))
+    if (!Glossary::carries(target, *term))
+      out.push_back({line, CheckKind::Glossary,
+                     form + "\"" + term->source + "\" is \"" + term->target +
+                         "\" in the glossary (line " + std::to_string(term->line) + ")"});
+}
+
+}  // namespace
 
 std::vector<Finding> check(const data::PoCatalog& catalog, const CheckOptions& options) {
   const std::string lang = options.lang.empty() ? catalog.header_field("Language") : options.lang;
   const bool cjk = cjk_language(lang);
   std::optional<data::PluralForms> rule;
   const std::string forms = catalog.header_field("Plural-Forms");
-  if (!forms.empty() && forms.find("INTEGER") == std::string::npos)
-    rule = data::PluralForms::parse(forms);  // read() has refused a broken one
+  // read() has refused a broken rule where an entry has plural forms; without one msgfmt reads
+  // no rule (binutils' ja catalog spells it "nulurals=1"), and neither does this.
+  const bool plurals = std::any_of(catalog.entries().begin(), catalog.entries().end(),
+                                   [](const data::PoEntry& e) { return e.plural(); });
+  if (plurals && !forms.empty() && forms.find("INTEGER") == std::string::npos)
+    rule = data::PluralForms::parse(forms);
   std::vector<Finding> out;
   for (const auto& e : catalog.entries()) {
     if (e.obsolete || e.is_header() || !e.translated()) continue;
     if (e.fuzzy() && !options.fuzzy) continue;
     if (!e.plural()) {
       check_text(e.msgid, e.msgstr[0], cjk, e.line, out);
+      if (options.glossary)
+        check_glossary(*options.glossary, e.msgid, e.msgstr[0], e.line, "", out);
       continue;
     }
     const int n = static_cast<int>(e.msgstr.size());
@@ -222,6 +244,9 @@ std::vector<Finding> check(const data::PoCatalog& catalog, const CheckOptions& o
           out[i].kind = CheckKind::PluralNumber;
           out[i].message = "msgstr[" + std::to_string(f) + "]: " + out[i].message;
         }
+      if (options.glossary)
+        check_glossary(*options.glossary, source, e.msgstr[f], e.line,
+                       "msgstr[" + std::to_string(f) + "]: ", out);
     }
   }
   std::stable_sort(out.begin(), out.end(),

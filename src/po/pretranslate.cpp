@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -70,6 +71,12 @@ struct Message {
 std::optional<data::PluralForms> plural_rule(const data::PoCatalog& catalog) {
   const std::string forms = catalog.header_field("Plural-Forms");
   if (forms.empty() || forms.find("INTEGER") != std::string::npos) return std::nullopt;
+  // Without a plural entry msgfmt reads no rule, and a misspelt "nulurals=1" (binutils' ja
+  // catalog) passes; so it does here.
+  const auto& entries = catalog.entries();
+  if (std::none_of(entries.begin(), entries.end(),
+                   [](const data::PoEntry& e) { return e.plural(); }))
+    return std::nullopt;
   try {
     return data::PluralForms::parse(forms);
   } catch (const Error& e) {
@@ -109,19 +116,23 @@ void Memory::add_catalog(const data::PoCatalog& catalog) {
   for (const auto& e : catalog.entries()) {
     if (e.obsolete || e.is_header() || e.fuzzy() || !e.translated()) continue;
     exact_.emplace(std::make_tuple(e.has_context, e.context, e.msgid),
-                   Match{e.msgstr, catalog.path(), true});
+                   Match{e.msgstr, catalog.path(), true, 100, {}});
+    if (!e.plural() && !find_accelerator(e.msgid))
+      fuzzy_.add(text::squeeze_spaces(e.msgid), e.msgstr[0], catalog.path());
   }
 }
 
 size_t Memory::add_corpus(const std::string& tsv_path) {
   const auto pairs = data::read_tsv(tsv_path);
-  for (const auto& p : pairs)
+  for (const auto& p : pairs) {
     loose_.emplace(loose_key(p.source), std::make_pair(p.target, tsv_path));
+    fuzzy_.add(p.source, p.target, tsv_path);
+  }
   return pairs.size();
 }
 
-bool Memory::find(const data::PoEntry& e, int nplurals, Match& match,
-                  AcceleratorStyle style) const {
+bool Memory::find(const data::PoEntry& e, int nplurals, Match& match, AcceleratorStyle style,
+                  int fuzzy_threshold) const {
   const int forms = e.plural() ? std::max(nplurals, 1) : 1;
   if (auto it = exact_.find(std::make_tuple(e.has_context, e.context, e.msgid));
       it != exact_.end()) {
@@ -131,14 +142,25 @@ bool Memory::find(const data::PoEntry& e, int nplurals, Match& match,
   }
   if (e.plural()) return false;  // a corpus pair is one sentence: no plural forms
   char key = 0;
-  auto it = loose_.find(loose_key(e.msgid, &key));
-  if (it == loose_.end()) return false;
-  std::string target = it->second.first;
-  if (key) place_accelerator(target, '_', key, style);
-  // The corpus squeezed whitespace and dropped accelerators: use it only if what must survive
-  // does (the accelerator marker must also be GTK's, the one the corpus reader strips).
-  if (!survives(e.msgid, target)) return false;
-  match = Match{{target}, it->second.second, false};
+  const std::string message = loose_key(e.msgid, &key);
+  // The corpus squeezed whitespace and dropped accelerators: use a match only if what must
+  // survive does (the accelerator marker must also be GTK's, the one the corpus reader strips).
+  auto usable = [&](std::string target) {
+    // A pair the corpus reader left a marker in ("Weitersuche_n") keeps its own.
+    if (key && !find_accelerator(target)) place_accelerator(target, '_', key, style);
+    return survives(e.msgid, target) ? std::optional<std::string>(std::move(target)) : std::nullopt;
+  };
+  if (auto it = loose_.find(message); it != loose_.end())
+    if (auto target = usable(it->second.first)) {
+      match = Match{{*target}, it->second.second, false, 100, {}};
+      return true;
+    }
+  if (fuzzy_threshold <= 0) return false;
+  const auto hit = fuzzy_.best(message, fuzzy_threshold);
+  if (!hit || hit->score == 100) return false;  // a 100 is the loose match refused above
+  const auto target = usable(hit->target);
+  if (!target) return false;
+  match = Match{{*target}, hit->origin, false, hit->score, hit->source};
   return true;
 }
 
@@ -227,12 +249,33 @@ int forms_of(const data::PoCatalog& catalog, const std::optional<data::PluralFor
   return std::max(nplurals, 1);
 }
 
+// A placeholder is whole to the model when both of its tokenizers give it as one token (a
+// SentencePiece "▁" of its own aside): then the model reads it and can write it back.
+KeepsWhole keeps_whole(const translate::Translator& translator) {
+  auto known = std::make_shared<std::unordered_map<std::string, bool>>();
+  return [&translator, known](const std::string& placeholder) {
+    auto it = known->find(placeholder);
+    if (it != known->end()) return it->second;
+    auto one_token = [&](const data::Tokenizer& tokenizer) {
+      std::vector<std::string> tokens;
+      for (auto& t : tokenizer.tokenize(placeholder))
+        if (t != "\xe2\x96\x81") tokens.push_back(std::move(t));
+      return tokens.size() == 1 && tokens[0] == placeholder;
+    };
+    const bool whole =
+        one_token(translator.source_tokenizer()) && one_token(translator.target_tokenizer());
+    known->emplace(placeholder, whole);
+    return whole;
+  };
+}
+
 // What the model is to translate: each message's lines, and each distinct line once.
 struct Work {
   std::vector<Message> messages;
   std::vector<Segment> segments;
   std::vector<std::string> lines_of;             // each segment's line as it is in the msgid
   std::unordered_map<std::string, size_t> seen;  // the same line is translated once
+  KeepsWhole whole;                              // which placeholders the model reads whole
 
   // Entry i's form f as lines, each a segment unless it has no letters.
   void add(const data::PoCatalog& catalog, size_t i, int f, const std::string& source,
@@ -248,7 +291,8 @@ struct Work {
                     std::to_string(line.size()) + " bytes; the model takes lines of at most " +
                     std::to_string(data::kMaxMessageLineBytes));
       Segment s;
-      s.parts = protect_spans ? protect(line, /*accelerators=*/m.lines.size() == 1) : Protected{};
+      s.parts =
+          protect_spans ? protect(line, /*accelerators=*/m.lines.size() == 1, whole) : Protected{};
       s.text = protect_spans ? s.parts.text : text::squeeze_spaces(line);
       if (!has_letters(s.text)) {
         m.segment.push_back(-1);
@@ -336,6 +380,7 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
   // Translation memory first; what it does not have goes to the model, line by line.
   PretranslateReport report;
   Work work;
+  work.whole = keeps_whole(translator);
   const auto& entries = catalog.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const data::PoEntry& e = entries[i];
@@ -346,10 +391,13 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
       continue;
     }
     Memory::Match match;
-    if (options.use_memory && memory.find(e, nplurals, match, style)) {
-      catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact,
-                   {std::string(kMemoryComment) + " (" + match.origin + ")"});
+    if (options.use_memory && memory.find(e, nplurals, match, style, options.fuzzy_threshold)) {
+      std::string comment = std::string(kMemoryComment) + " (" + match.origin + ")";
+      if (match.score < 100)
+        comment += ", " + std::to_string(match.score) + " % match of \"" + match.source + "\"";
+      catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact, {comment});
       ++report.memory;
+      report.fuzzy_memory += match.score < 100;
       report.filled.push_back(
           {i, FilledEntry::Origin::Memory, match.origin, {}, survives(e.msgid, match.msgstr[0])});
       continue;

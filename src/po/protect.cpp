@@ -212,6 +212,17 @@ size_t words(std::string_view s) {
 
 std::string sentinel(size_t j) { return "{attnkit" + std::to_string(j) + "}"; }
 
+// The placeholder the model reads in the span's place. The model knows printf and brace
+// placeholders, but only as whole tokens; a span it would get in pieces, and every other span,
+// reads as an argument of the same kind: "%d" keeps a number a number (the plural's grammar
+// hangs on it), "%s" the rest.
+std::string mask_of(const std::string& span, const KeepsWhole& whole) {
+  if (data::is_placeholder(span) && span != "%%" && (!whole || whole(span))) return span;
+  const bool integer = span.size() > 1 && span[0] == '%' && data::is_placeholder(span) &&
+                       std::string_view("diouxX").find(span.back()) != std::string_view::npos;
+  return integer ? "%d" : "%s";
+}
+
 bool has_cjk(std::string_view s) {
   for (char32_t c : text::decode(s))
     if (text::is_cjk(c)) return true;
@@ -361,7 +372,7 @@ std::optional<std::pair<std::string, std::string>> protect_pair(std::string_view
   return std::make_pair(p.text, t);
 }
 
-Protected protect(std::string_view line, bool accelerators) {
+Protected protect(std::string_view line, bool accelerators, const KeepsWhole& whole) {
   Protected p;
   size_t b = 0, e = line.size();
   while (b < e && space(line[b])) ++b;
@@ -399,9 +410,7 @@ Protected protect(std::string_view line, bool accelerators) {
     if (size_t n = span_length(body, i, &kind)) {
       const std::string span = body.substr(i, n);
       p.spans.push_back(span);
-      // The model knows printf and brace placeholders; every other span reads as an argument.
-      const bool known = data::is_placeholder(span) && span != "%%";
-      const std::string mask = known ? span : "%s";
+      const std::string mask = mask_of(span, whole);
       const bool pad_left = !p.text.empty() && !space(p.text.back()),
                  pad_right = i + n < body.size() && !space(body[i + n]);
       p.text += (pad_left ? " " : "") + mask + (pad_right ? " " : "");

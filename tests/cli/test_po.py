@@ -298,5 +298,44 @@ class PoTranslateOtherLanguages(unittest.TestCase):
             self.assertFalse(os.path.exists(out))
 
 
+class PoCheck(unittest.TestCase):
+    HEADER = ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+              '"Language: {lang}\\n"\n"Plural-Forms: {forms}\\n"\n\n')
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="attnkit_po_check_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def catalog(self, name, forms, body, lang="de"):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.HEADER.format(lang=lang, forms=forms) + body)
+        return path
+
+    def test_a_catalog_that_cannot_be_read_is_reported_and_the_rest_are_checked(self):
+        # Line 7: a translation identical to its English source.
+        findings = self.catalog("a.po", "nplurals=2; plural=(n != 1);",
+                                'msgid "Open the file"\nmsgstr "Open the file"\n')
+        # msgfmt --check accepts a misspelt nplurals in a catalog without plural entries.
+        misspelt = self.catalog("b.po", "nulurals=1; plural=0;",
+                                'msgid "Open the file"\nmsgstr "ファイルを開く"\n', lang="ja")
+        broken = self.catalog("c.po", "nplurals=2; plural=(n%0);",
+                              'msgid "One file"\nmsgid_plural "%d files"\n'
+                              'msgstr[0] "Eine Datei"\nmsgstr[1] "%d Dateien"\n')
+        for path, rc in ((findings, 1), (misspelt, 0), (broken, 1)):
+            gettext = subprocess.run(["msgfmt", "--check", "-o", os.devnull, path],
+                                     capture_output=True, text=True)
+            self.assertEqual(gettext.returncode != 0, path == broken, gettext.stderr)
+        self.assertEqual(po("check", misspelt).returncode, 0)
+        p = po("check", findings, broken, misspelt, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(broken + ":5: Plural-Forms", p.stderr)
+        self.assertIn("1 catalog not read", p.stderr)
+        self.assertEqual([line.split(": ")[:2] for line in p.stdout.splitlines()],
+                         [[findings + ":7", "identical"]])
+
+
 if __name__ == "__main__":
     unittest.main()

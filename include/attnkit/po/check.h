@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attnkit/data/po_catalog.h"
+#include "attnkit/po/glossary.h"
 
 // `attnkit po check`: what a reviewer looks for in a catalog, human- or machine-translated, each
 // finding at its entry's line. The checks need no model.
@@ -20,6 +21,7 @@ enum class CheckKind {
   Punctuation,   // a trailing colon, ellipsis or question mark the translation lacks
   Whitespace,    // leading or trailing whitespace (a final newline included) that differs
   PluralNumber,  // a plural form without the number, where its form serves several numbers
+  Glossary,      // a glossary term of the source whose agreed translation the target lacks
 };
 const char* to_string(CheckKind kind);
 
@@ -30,8 +32,9 @@ struct Finding {
 };
 
 struct CheckOptions {
-  std::string lang;    // the catalog's language; empty: its header's
-  bool fuzzy = false;  // check fuzzy entries too (msgfmt ignores them)
+  std::string lang;                    // the catalog's language; empty: its header's
+  bool fuzzy = false;                  // check fuzzy entries too (msgfmt ignores them)
+  const Glossary* glossary = nullptr;  // the terms to check (po/glossary.h)
 };
 
 // Every finding in the catalog's translated entries, in line order.

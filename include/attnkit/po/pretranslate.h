@@ -8,6 +8,7 @@
 
 #include "attnkit/data/po_catalog.h"
 #include "attnkit/decoding/search.h"
+#include "attnkit/po/fuzzy_memory.h"
 #include "attnkit/po/protect.h"
 #include "attnkit/translate/translator.h"
 
@@ -24,6 +25,9 @@ inline constexpr const char* kMemoryComment = "attnkit: translation memory";
 // Exact matches. Compendium catalogs (the translated, non-fuzzy entries of other .po files) match
 // on context and message, as msgmerge's do; corpus pairs (the model's training data, source TAB
 // target) match on the message alone, whitespace squeezed and the accelerator set aside.
+// Fuzzy matches (po/fuzzy_memory.h), when asked for: the most similar message of either, one
+// form and no accelerator in a compendium's, used only if every span the msgid protects
+// survives in its translation.
 class Memory {
  public:
   void add_catalog(const data::PoCatalog& catalog);
@@ -35,13 +39,17 @@ class Memory {
     std::vector<std::string> msgstr;
     std::string origin;  // the file it came from
     bool exact = false;  // context and message matched as they are (no fuzzy mark needed)
+    int score = 100;     // a fuzzy match's similarity (0..100)
+    std::string source;  // a fuzzy match's message, the one its translation translates
   };
   // A match for `e` in the catalog's number of plural forms, or nullopt.
   // A corpus match's accelerator goes back in `style` (the catalog's language's).
+  // `fuzzy_threshold` > 0: a fuzzy match of at least that similarity when no exact one.
   bool find(const data::PoEntry& e, int nplurals, Match& match,
-            AcceleratorStyle style = AcceleratorStyle::Appended) const;
+            AcceleratorStyle style = AcceleratorStyle::Appended, int fuzzy_threshold = 0) const;
 
  private:
+  FuzzyMemory fuzzy_;
   std::map<std::tuple<bool, std::string, std::string>, Match> exact_;
   std::map<std::string, std::pair<std::string, std::string>> loose_;  // key -> (target, file)
 };
@@ -58,6 +66,8 @@ struct PretranslateOptions {
   std::string lang;     // the catalog's language (its header's Language: when empty)
   bool protect = true;  // po::protect/restore around the model (off: measure without)
   bool use_memory = true;
+  // Fuzzy matches of at least this similarity (0..100) come before the model; 0: none.
+  int fuzzy_threshold = 0;
   decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
@@ -86,6 +96,7 @@ struct PretranslateReport {
   size_t entries = 0;               // messages, the header and obsolete entries excluded
   size_t translated = 0;            // already translated (left as they are)
   size_t memory = 0;                // filled from a translation memory
+  size_t fuzzy_memory = 0;          // of those, by a fuzzy match
   size_t model = 0;                 // filled by the model
   size_t copied = 0;                // nothing to translate (no letters): copied from the msgid
   size_t segments = 0;              // lines the model translated

@@ -14,8 +14,9 @@
 // A model trained on sentences cannot be trusted to copy "%1$s", "<a href=...>", "--help" or the
 // "_" of a GTK accelerator: a garbled placeholder crashes the program that prints the string,
 // and `msgfmt --check` rejects the catalog. So every such span is replaced by a placeholder the
-// model has seen thousands of times (the span itself when it is a printf or brace placeholder,
-// else "%s"), the tokenizers keep placeholders as single tokens, and restore() puts each span
+// model has seen thousands of times (the span itself when it is a printf or brace placeholder
+// the model's tokenizer keeps whole, else "%d" for an integer and "%s" for anything else), and
+// restore() puts each span
 // back where the model's attention says it belongs: the span's multiset in the output equals the
 // source's by construction (tests/test_po_protect.cpp), whatever the model emitted.
 namespace attnkit::po {
@@ -55,8 +56,14 @@ std::vector<std::string> spans(std::string_view s, std::vector<SpanKind>* kinds 
 // position, or 0: exactly one marker, before a letter or digit, in a label of at most six words.
 char find_accelerator(std::string_view s, size_t* at = nullptr);
 
+// Whether the model's tokenizer reads a placeholder as one token. A SentencePiece model trained
+// on the catalogs knows "%s", "%d" and "%1$s" as pieces but cuts a rarer "%3$d" into "%3$" "d",
+// and a placeholder in pieces is neither a mask restore() can align nor one the model copies.
+using KeepsWhole = std::function<bool(const std::string& placeholder)>;
+
 // `accelerators`: look for one (a one-line message; the lines of help texts have none).
-Protected protect(std::string_view line, bool accelerators = true);
+// `whole`: the tokenizer's test; without one every printf and brace placeholder is its own mask.
+Protected protect(std::string_view line, bool accelerators = true, const KeepsWhole& whole = {});
 
 // Where a language's translators put a label's accelerator, as measured on Debian's catalogs:
 // after the label as "(_F)" in Chinese, Japanese and Korean (92 % of the zh_CN catalogs'
