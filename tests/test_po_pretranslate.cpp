@@ -24,6 +24,13 @@ const char* kHeader =
     "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=UTF-8\\nPlural-Forms: nplurals=1; "
     "plural=0;\\n\"\n\n";
 
+// A catalog of untranslated entries, one per msgid (no quotes or backslashes in them).
+PoCatalog untranslated(const std::vector<std::string>& msgids) {
+  std::string po = kHeader;
+  for (const auto& id : msgids) po += "msgid \"" + id + "\"\nmsgstr \"\"\n\n";
+  return PoCatalog::parse(po, "w.po");
+}
+
 }  // namespace
 
 TEST(PoMemory, CompendiumMatchesAreExactOnContextAndMessage) {
@@ -64,11 +71,7 @@ TEST(PoMemory, CorpusMatchesAreLooseAndKeepWhatMustSurvive) {
   po::Memory memory;
   EXPECT_EQ(memory.add_corpus(tsv), 3u);
 
-  const auto wanted = PoCatalog::parse(std::string(kHeader) +
-                                           "msgid \"_Save  As\"\nmsgstr \"\"\n\n"
-                                           "msgid \"Open %s\"\nmsgstr \"\"\n\n"
-                                           "msgid \"Delete <b>file</b>\"\nmsgstr \"\"\n",
-                                       "w.po");
+  const auto wanted = untranslated({"_Save  As", "Open %s", "Delete <b>file</b>"});
   po::Memory::Match m;
   // Whitespace squeezed and the accelerator set aside, then put back the Chinese way.
   ASSERT_TRUE(memory.find(find(wanted, "_Save  As"), 1, m));
@@ -88,11 +91,7 @@ TEST(PoMemory, FuzzyMatchesAreScoredAndKeepWhatMustSurvive) {
                         "Print the page\t打印页面\nFind Again\tWeitersuche_n\n";
   po::Memory memory;
   memory.add_corpus(tsv);
-  const auto wanted = PoCatalog::parse(std::string(kHeader) +
-                                           "msgid \"Open the files\"\nmsgstr \"\"\n\n"
-                                           "msgid \"Delete %s files\"\nmsgstr \"\"\n\n"
-                                           "msgid \"Print the _pages\"\nmsgstr \"\"\n",
-                                       "w.po");
+  const auto wanted = untranslated({"Open the files", "Delete %s files", "Print the _pages"});
   po::Memory::Match m;
   // Exact matches only unless a threshold is given.
   EXPECT_FALSE(memory.find(find(wanted, "Open the files"), 1, m));
@@ -114,8 +113,7 @@ TEST(PoMemory, FuzzyMatchesAreScoredAndKeepWhatMustSurvive) {
   EXPECT_EQ(m.score, 93);
   EXPECT_EQ(m.msgstr[0], "打印页面(_P)");
   // A pair that kept its translator's marker gets no second one.
-  const auto label =
-      PoCatalog::parse(std::string(kHeader) + "msgid \"Find _Again\"\nmsgstr \"\"\n", "l.po");
+  const auto label = untranslated({"Find _Again"});
   ASSERT_TRUE(memory.find(find(label, "Find _Again"), 1, m, po::AcceleratorStyle::Inline));
   EXPECT_EQ(m.msgstr[0], "Weitersuche_n");
 }
