@@ -68,8 +68,13 @@ int translate(PoTranslateArgs a) {
               << " already translated, " << r.memory << " from translation memory"
               << (r.fuzzy_memory ? " (" + std::to_string(r.fuzzy_memory) + " of them fuzzy)" : "")
               << ", " << r.model << " by the model (" << r.segments << " lines), " << r.copied
-              << " copied (nothing to translate); placeholders, markup and accelerators intact in "
-              << r.survived << " of " << (r.memory + r.model + r.copied)
+              << " copied (nothing to translate)"
+              << (a.options.refresh_fuzzy ? "; of the fuzzy entries whose msgid changed, " +
+                                                std::to_string(r.refreshed) + " carried over, " +
+                                                std::to_string(r.resuggested) + " suggested anew"
+                                          : "")
+              << "; placeholders, markup and accelerators intact in " << r.survived << " of "
+              << (r.memory + r.model + r.copied + r.refreshed)
               << " filled; suggestions are marked fuzzy for review\n";
   return 0;
 }
@@ -190,6 +195,12 @@ Command add_po_command(CLI::App& parent) {
                 "matches only")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  t->add_flag(
+      "--refresh-fuzzy", a->options.refresh_fuzzy,
+      "Fuzzy entries whose msgid changed (msgmerge's \"#| msgid\"): carry the translation "
+      "across a cosmetic change (whitespace, trailing punctuation, placeholders renumbered, "
+      "the accelerator) and clear the fuzzy mark; give the others a new suggestion, their "
+      "old translation kept in a comment");
   t->add_flag("--no-protect", a->no_protect,
               "Give the model the raw lines (placeholders, markup, accelerators unprotected)");
   t->add_option("--beam", a->options.search.beam_size, "Beam size (1: greedy)")

@@ -227,6 +227,7 @@ class Parser {
     e_.end = l.next;
     if (obsolete_previous || s.rfind("#|", 0) == 0) {
       if (e_.flags_insert == kNone) e_.flags_insert = l.begin;
+      if (!obsolete_previous) previous(l, trim(s.substr(2)));
     } else if (s.rfind("#,", 0) == 0) {
       if (e_.flags_begin == kNone) {
         e_.flags_begin = l.begin;
@@ -240,11 +241,42 @@ class Parser {
     }
   }
 
+  // A "#|" line: the previous msgctxt, msgid or msgid_plural, or a continuation of one. The
+  // line is a comment to msgfmt: one it cannot read is left as text, not an error.
+  void previous(const Line& l, std::string_view s) {
+    if (e_.previous_begin == kNone) e_.previous_begin = l.begin;
+    e_.previous_end = e_.previous_end == l.begin || e_.previous_end == kNone ? l.next : kNone - 1;
+    try {
+      if (!s.empty() && s[0] == '"') {
+        if (previous_target_) *previous_target_ += string_after(s, path_);
+        return;
+      }
+      const auto keyword = s.substr(0, s.find_first_of(" \t\""));
+      const auto rest = s.substr(keyword.size());
+      previous_target_ = nullptr;
+      if (keyword == "msgctxt") {
+        e_.previous_has_context = true;
+        e_.previous_context = string_after(rest, path_);
+        previous_target_ = &e_.previous_context;
+      } else if (keyword == "msgid") {
+        e_.has_previous = true;
+        e_.previous_msgid = string_after(rest, path_);
+        previous_target_ = &e_.previous_msgid;
+      } else if (keyword == "msgid_plural") {
+        e_.previous_msgid_plural = string_after(rest, path_);
+        previous_target_ = &e_.previous_msgid_plural;
+      }
+    } catch (const Error&) {
+      e_.has_previous = false;
+      previous_target_ = nullptr;
+    }
+  }
+
   void start(const Line& l) {
     if (phase_ != Phase::None) return;
     e_ = PoEntry();
     e_.begin = l.begin;
-    e_.flags_begin = e_.flags_end = e_.flags_insert = kNone;
+    e_.flags_begin = e_.flags_end = e_.flags_insert = e_.previous_begin = e_.previous_end = kNone;
     phase_ = Phase::Comments;
   }
 
@@ -277,7 +309,7 @@ class Parser {
   void reset() {
     phase_ = Phase::None;
     seen_msgid_ = plural_ = in_msgstr_ = false;
-    target_ = nullptr;
+    target_ = previous_target_ = nullptr;
   }
 
   const std::string& text_;
@@ -288,6 +320,7 @@ class Parser {
   Phase phase_ = Phase::None;
   bool seen_msgid_ = false, plural_ = false, in_msgstr_ = false;
   std::string* target_ = nullptr;
+  std::string* previous_target_ = nullptr;
 };
 
 std::string escape(const std::string& s) {
@@ -533,6 +566,13 @@ void PoCatalog::fill(size_t i, std::vector<std::string> msgstr, bool fuzzy,
   e.changed = true;
 }
 
+void PoCatalog::clear_fuzzy(size_t i) {
+  PoEntry& e = entries_.at(i);
+  e.flags.erase(std::remove(e.flags.begin(), e.flags.end(), "fuzzy"), e.flags.end());
+  e.drop_previous = e.has_previous;
+  e.changed = true;
+}
+
 std::string PoCatalog::write() const {
   std::string out;
   size_t copied = 0;  // text_[0, copied) is in `out`
@@ -558,6 +598,11 @@ std::string PoCatalog::write() const {
       out += line + eol_;
     }
     if (has_flags_line) copied = e.flags_end;
+    if (e.drop_previous && e.previous_begin != kNone && e.previous_end < kNone - 1 &&
+        e.previous_begin >= copied) {
+      copy_to(e.previous_begin);
+      copied = e.previous_end;
+    }
     copy_to(e.msgstr_begin);
     for (size_t n = 0; n < e.msgstr.size(); ++n) {
       const std::string keyword = e.plural() ? "msgstr[" + std::to_string(n) + "]" : "msgstr";

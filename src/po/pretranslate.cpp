@@ -12,6 +12,7 @@
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
 #include "attnkit/po/protect.h"
+#include "attnkit/po/refresh.h"
 #include "attnkit/translate/translator.h"
 
 namespace attnkit::po {
@@ -276,6 +277,7 @@ struct Work {
   std::vector<std::string> lines_of;             // each segment's line as it is in the msgid
   std::unordered_map<std::string, size_t> seen;  // the same line is translated once
   KeepsWhole whole;                              // which placeholders the model reads whole
+  std::map<size_t, std::string> notes;  // entry -> a comment of its own (a changed msgid's)
 
   // Entry i's form f as lines, each a segment unless it has no letters.
   void add(const data::PoCatalog& catalog, size_t i, int f, const std::string& source,
@@ -329,9 +331,28 @@ std::vector<translate::Translation> translate_texts(const std::vector<std::strin
   return results;
 }
 
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+// The comment a fuzzy entry whose msgid changed gets with its new suggestion: what changed, how
+// like the previous msgid the new one is, and the translation it had, so that nothing is lost.
+std::string changed_note(const data::PoEntry& e, const Refresh& r) {
+  std::string old;
+  for (const auto& form : e.msgstr) {
+    std::string one;
+    for (char c : form) one += c == '\n' ? std::string("\\n") : std::string(1, c);
+    old += (old.empty() ? "\"" : " | \"") + one + "\"";
+  }
+  return "attnkit: the msgid changed (" + join(r.changes) + "; " + std::to_string(r.similarity) +
+         " % like the previous one), whose translation was " + old;
+}
+
 // Each message put together from its lines' translations, and filled in, entry by entry.
-void fill_entries(data::PoCatalog& catalog, const Work& work,
-                  const std::vector<std::string>& restored, PretranslateReport& report) {
+void fill_entries(data::PoCatalog& catalog, Work& work, const std::vector<std::string>& restored,
+                  PretranslateReport& report) {
   std::map<size_t, std::vector<std::string>> filled;
   std::map<size_t, std::vector<size_t>> segments_of;
   for (const auto& m : work.messages) {
@@ -354,14 +375,16 @@ void fill_entries(data::PoCatalog& catalog, const Work& work,
   for (auto& [i, msgstr] : filled) {
     const data::PoEntry& e = catalog.entries()[i];
     FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
+    std::vector<std::string> comments;
     if (!f.segments.empty()) {
       ++report.model;
-      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, {kModelComment});
+      comments.push_back(kModelComment);
     } else {
       f.origin = FilledEntry::Origin::Copied;  // "%s", "...": the message is its translation
       ++report.copied;
-      catalog.fill(i, std::move(msgstr), /*fuzzy=*/true);
     }
+    if (auto note = work.notes.find(i); note != work.notes.end()) comments.push_back(note->second);
+    catalog.fill(i, std::move(msgstr), /*fuzzy=*/true, std::move(comments));
     report.filled.push_back(std::move(f));
   }
 }
@@ -387,15 +410,33 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
     if (e.obsolete || e.is_header()) continue;
     ++report.entries;
     if (!e.msgstr.empty() && !e.msgstr[0].empty()) {
-      ++report.translated;
-      continue;
+      const auto changed = options.refresh_fuzzy ? refresh(e, style) : std::nullopt;
+      if (!changed) {
+        ++report.translated;
+        continue;
+      }
+      if (changed->cosmetic) {
+        catalog.fill(i, changed->msgstr, /*fuzzy=*/false,
+                     {std::string(kRefreshComment) + " (" + join(changed->changes) + ")"});
+        catalog.clear_fuzzy(i);
+        ++report.refreshed;
+        report.filled.push_back(
+            {i, FilledEntry::Origin::Refreshed, "", {}, survives(e.msgid, e.msgstr[0])});
+        continue;
+      }
+      work.notes[i] = changed_note(e, *changed);
+      ++report.resuggested;
     }
     Memory::Match match;
     if (options.use_memory && memory.find(e, nplurals, match, style, options.fuzzy_threshold)) {
       std::string comment = std::string(kMemoryComment) + " (" + match.origin + ")";
       if (match.score < 100)
         comment += ", " + std::to_string(match.score) + " % match of \"" + match.source + "\"";
-      catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact, {comment});
+      std::vector<std::string> comments{comment};
+      if (auto note = work.notes.find(i); note != work.notes.end())
+        comments.push_back(note->second);
+      catalog.fill(i, match.msgstr, /*fuzzy=*/!match.exact, std::move(comments));
+      if (match.exact) catalog.clear_fuzzy(i);
       ++report.memory;
       report.fuzzy_memory += match.score < 100;
       report.filled.push_back(
@@ -446,6 +487,8 @@ const char* to_string(FilledEntry::Origin origin) {
       return "model";
     case FilledEntry::Origin::Copied:
       return "copied";
+    case FilledEntry::Origin::Refreshed:
+      return "refreshed";
   }
   return "?";
 }

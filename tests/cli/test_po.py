@@ -287,6 +287,56 @@ class PoTranslateOtherLanguages(unittest.TestCase):
                 for form in range(3):
                     self.assertIn("%d", e.msgstr_plural[form], (e.msgid, form))
 
+    def test_refresh_fuzzy_carries_cosmetic_changes_that_msgmerge_marked(self):
+        # A German catalog, and the package's new template: one English change of each kind.
+        old, pot, merged = (os.path.join(self.dir, n) for n in ("old.po", "new.pot", "merged.po"))
+        header = ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+                  '"Language: de\\n"\n"Plural-Forms: %s\\n"\n\n' % HEADERS["de"])
+        with open(old, "w", encoding="utf-8") as f:
+            f.write(header + 'msgid "Open"\nmsgstr "Öffnen"\n\n'
+                    '#, c-format\nmsgid "%s of %s"\nmsgstr "%s von %s"\n\n'
+                    'msgid "Save"\nmsgstr "Speichern"\n\n'
+                    'msgid "Close the file"\nmsgstr "Datei schließen"\n\n'
+                    '#, c-format\nmsgid "%d file"\nmsgid_plural "%d files"\n'
+                    'msgstr[0] "%d Datei"\nmsgstr[1] "%d Dateien"\n')
+        with open(pot, "w", encoding="utf-8") as f:
+            f.write(header + 'msgid "Open..."\nmsgstr ""\n\n'
+                    '#, c-format\nmsgid "%1$s of %2$s"\nmsgstr ""\n\n'
+                    'msgid "_Save"\nmsgstr ""\n\n'
+                    'msgid "Close the window"\nmsgstr ""\n\n'
+                    '#, c-format\nmsgid "%ld file"\nmsgid_plural "%ld files"\n'
+                    'msgstr[0] ""\nmsgstr[1] ""\n')
+        subprocess.run(["msgmerge", "--previous", "-q", old, pot, "-o", merged], check=True)
+        self.assertEqual(sum("fuzzy" in e.flags for e in polib.pofile(merged)), 5)
+
+        # Without --refresh-fuzzy the fuzzy entries are left as they are.
+        out = os.path.join(self.dir, "refreshed.po")
+        po("translate", merged, "--model", self.models["de"], "--out", out)
+        with open(merged, "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+        p = po("translate", merged, "--model", self.models["de"], "--out", out, "--refresh-fuzzy")
+        self.assertIn("4 carried over, 1 suggested anew", p.stderr)
+        self.check_with_msgfmt(out)
+        catalog = polib.pofile(out)
+        carried = {"Open...": "Öffnen...", "%1$s of %2$s": "%1$s von %2$s", "_Save": "_Speichern"}
+        for msgid, msgstr in carried.items():
+            e = catalog.find(msgid)
+            self.assertEqual(e.msgstr, msgstr)
+            self.assertNotIn("fuzzy", e.flags)
+            self.assertIsNone(e.previous_msgid)
+            self.assertIn("attnkit: carried over from the previous msgid", e.tcomment)
+        plural = catalog.find("%ld file")
+        self.assertEqual(plural.msgstr_plural, {0: "%ld Datei", 1: "%ld Dateien"})
+        self.assertIn("c-format", plural.flags)
+        self.assertNotIn("fuzzy", plural.flags)
+        # A word changed: a new suggestion, still fuzzy, the old translation in a comment.
+        changed = catalog.find("Close the window")
+        self.assertIn("fuzzy", changed.flags)
+        self.assertEqual(changed.previous_msgid, "Close the file")
+        self.assertIn("attnkit: machine translation", changed.tcomment)
+        self.assertIn('whose translation was "Datei schließen"', changed.tcomment)
+
     def test_a_broken_plural_forms_header_is_refused_with_file_and_line(self):
         for header, why in (("nplurals=0; plural=0;", "outside 1..32"),
                             ("nplurals=2; plural=(n%0);", "divides by zero"),

@@ -27,6 +27,9 @@ struct PoEntry {
   std::vector<std::string> flags;     // from the "#," lines, in order ("fuzzy", "c-format", ...)
   std::vector<std::string> comments;  // translator comments ("# ..." lines), without "# "
   size_t line = 0;                    // 1-based line of the msgid keyword
+  // The message the translation was made for, as msgmerge --previous keeps it ("#| msgid").
+  bool has_previous = false, previous_has_context = false;
+  std::string previous_context, previous_msgid, previous_msgid_plural;
 
   bool is_header() const { return !obsolete && !has_context && msgid.empty(); }
   bool plural() const { return !msgid_plural.empty(); }
@@ -41,7 +44,10 @@ struct PoEntry {
   // lines are [msgstr_begin, msgstr_end).
   size_t begin = 0, end = 0, flags_begin = 0, flags_end = 0, flags_insert = 0, msgstr_begin = 0,
          msgstr_end = 0;
-  bool changed = false;  // set by PoCatalog::fill(); write() renders the entry's new parts
+  // The "#|" lines, [previous_begin, previous_end) when they follow each other (else npos).
+  size_t previous_begin = 0, previous_end = 0;
+  bool changed = false;        // set by PoCatalog::fill(); write() renders the entry's new parts
+  bool drop_previous = false;  // set by PoCatalog::clear_fuzzy(): write() leaves out the "#|" lines
   std::vector<std::string> added_comments;  // translator comments fill() adds
 };
 
@@ -79,6 +85,10 @@ class PoCatalog {
   // fuzzy and adding translator comments. Only filled entries are rendered anew.
   void fill(size_t i, std::vector<std::string> msgstr, bool fuzzy,
             std::vector<std::string> comments = {});
+
+  // Takes entry `i`'s fuzzy mark away, and its previous msgid with it, as a translator's tool
+  // does when the translator accepts the entry.
+  void clear_fuzzy(size_t i);
 
   // The file's text with every change applied, in the file's charset. Throws attnkit::Error if
   // a filled string cannot be written in that charset (it names the entry's line).

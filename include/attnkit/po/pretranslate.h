@@ -21,6 +21,7 @@ namespace attnkit::po {
 
 inline constexpr const char* kModelComment = "attnkit: machine translation";
 inline constexpr const char* kMemoryComment = "attnkit: translation memory";
+inline constexpr const char* kRefreshComment = "attnkit: carried over from the previous msgid";
 
 // Exact matches. Compendium catalogs (the translated, non-fuzzy entries of other .po files) match
 // on context and message, as msgmerge's do; corpus pairs (the model's training data, source TAB
@@ -68,6 +69,10 @@ struct PretranslateOptions {
   bool use_memory = true;
   // Fuzzy matches of at least this similarity (0..100) come before the model; 0: none.
   int fuzzy_threshold = 0;
+  // Fuzzy entries whose msgid changed (po/refresh.h): a cosmetic change carried into the
+  // translation, which is no longer fuzzy; any other, a new suggestion (the old translation kept
+  // in a comment). Off: fuzzy entries are left as they are.
+  bool refresh_fuzzy = false;
   decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
@@ -83,7 +88,7 @@ struct PretranslateOptions {
 
 // An entry pretranslate() filled, and where its suggestion came from.
 struct FilledEntry {
-  enum class Origin { Memory, Model, Copied };
+  enum class Origin { Memory, Model, Copied, Refreshed };
   size_t entry = 0;  // index into data::PoCatalog::entries()
   Origin origin = Origin::Model;
   std::string memory;            // Origin::Memory: the file it came from
@@ -99,6 +104,8 @@ struct PretranslateReport {
   size_t fuzzy_memory = 0;          // of those, by a fuzzy match
   size_t model = 0;                 // filled by the model
   size_t copied = 0;                // nothing to translate (no letters): copied from the msgid
+  size_t refreshed = 0;             // fuzzy entries carried across a cosmetic msgid change
+  size_t resuggested = 0;           // fuzzy entries whose msgid changed otherwise, filled anew
   size_t segments = 0;              // lines the model translated
   size_t survived = 0;              // filled entries whose protected spans survived (po::survives)
   std::vector<FilledEntry> filled;  // in catalog order
