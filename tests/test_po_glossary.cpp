@@ -1,11 +1,13 @@
 // A project's glossary (include/attnkit/po/glossary.h): read as Weblate and Poedit export it,
 // its terms found as translators' tools find them, and `po check --glossary`'s findings.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "attnkit/core/error.h"
 #include "attnkit/data/po_catalog.h"
 #include "attnkit/po/check.h"
 #include "attnkit/po/glossary.h"
+#include "attnkit/po/protect.h"
 
 using namespace attnkit;
 using po::Glossary;
@@ -78,4 +80,41 @@ TEST(PoGlossary, CheckReportsEachEntryThatLacksATermsTranslation) {
                      {10, "msgstr[1]: \"file\" is \"Datei\" in the glossary (line 1)"}}));
   // Without the glossary, no such finding.
   for (const auto& f : po::check(catalog)) EXPECT_NE(f.kind, po::CheckKind::Glossary);
+}
+
+TEST(PoGlossary, TermsAreFoundWholeAtAPosition) {
+  const auto g =
+      Glossary::parse("file\tDatei\nfile name\tDateiname\nentry\tEintrag\n", "g.tsv", false);
+  const po::GlossaryTerm* term = nullptr;
+  EXPECT_EQ(g.term_at("Open File Name now", 5, &term), 9u);  // the longest, case aside
+  EXPECT_EQ(term->target, "Dateiname");
+  EXPECT_EQ(g.term_at("two files", 4, &term), 5u);
+  EXPECT_EQ(term->target, "Datei");
+  EXPECT_EQ(g.term_at("two entries", 4, &term), 7u);  // y -> ies
+  EXPECT_EQ(g.term_at("profile", 3), 0u);             // not at a word's start
+  EXPECT_EQ(g.term_at("filed", 0), 0u);               // nor ending inside one
+}
+
+TEST(PoGlossary, ProtectMasksTermsAndRestorePutsTheirTargets) {
+  const auto g = Glossary::parse("layer\tEbene\nchannel\tKanal\n", "g.tsv", false);
+  const auto p = po::protect("Merge the layers into a channel", true, {}, &g);
+  EXPECT_EQ(p.text, "Merge the %s into a %s");
+  EXPECT_EQ(p.spans, (std::vector<std::string>{"Ebene", "Kanal"}));
+  EXPECT_EQ(p.terms, 2u);
+  // The model wrote "%s in %s zusammenführen"; its masks attended to the source's in order.
+  const std::vector<std::string> source = {"merge", "the", "%s", "into", "a", "%s"};
+  auto attention = at::full({5, 6}, 0.01f);
+  attention[0][2] = attention[1][3] = attention[2][5] = attention[3][0] = 0.9f;
+  const auto out = po::restore(
+      p, {"%s", "in", "%s", "zusammenführen"}, attention, source,
+      [](const std::vector<std::string>& t) {
+        std::string s;
+        for (const auto& w : t) s += (s.empty() ? "" : " ") + w;
+        return s;
+      },
+      po::AcceleratorStyle::Inline);
+  EXPECT_EQ(out, "Ebene in Kanal zusammenführen");
+  // Without a glossary the words stay the model's to translate.
+  EXPECT_EQ(po::protect("_Merge the layers into a channel").text,
+            "Merge the layers into a channel");
 }

@@ -31,18 +31,7 @@ struct Task {
 
 Task make_task(const std::string& name, size_t train_count) {
   Task t{testing::synthetic_data(name, train_count), {}};
-  t.config.arch = translate::Arch::Transformer;
-  t.config.source_tokenizer = t.config.target_tokenizer = "en";
-  const int64_t vocab = t.synthetic.vocab.size();
-  t.config.transformer = transformer::TransformerOptions(vocab, vocab)
-                             .d_model(32)
-                             .heads(4)
-                             .encoder_layers(2)
-                             .decoder_layers(2)
-                             .ffn(64)
-                             .dropout(0)
-                             .attention_dropout(0)
-                             .ffn_dropout(0);
+  t.config = testing::tiny_transformer_config(t.synthetic.vocab.size());
   return t;
 }
 

@@ -162,6 +162,22 @@ std::vector<ScoreWeighting> all_scores_with(const std::vector<WeightingKind>& we
   return cases;
 }
 
+translate::ModelConfig tiny_transformer_config(int64_t vocab) {
+  translate::ModelConfig c;
+  c.arch = translate::Arch::Transformer;
+  c.source_tokenizer = c.target_tokenizer = "en";
+  c.transformer = transformer::TransformerOptions(vocab, vocab)
+                      .d_model(32)
+                      .heads(4)
+                      .encoder_layers(2)
+                      .decoder_layers(2)
+                      .ffn(64)
+                      .dropout(0)
+                      .attention_dropout(0)
+                      .ffn_dropout(0);
+  return c;
+}
+
 SyntheticData synthetic_data(const std::string& task, size_t train_count) {
   SyntheticData t;
   auto tok = data::make_tokenizer("en");

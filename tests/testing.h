@@ -96,4 +96,8 @@ struct SyntheticData {
 };
 SyntheticData synthetic_data(const std::string& task, size_t train_count);
 
+// The small Transformer the tests train on the synthetic tasks (d_model 32, 4 heads, 2 + 2
+// layers, no dropout), "en" tokenizers on both sides.
+translate::ModelConfig tiny_transformer_config(int64_t vocab);
+
 }  // namespace attnkit::testing

@@ -165,7 +165,11 @@ function showCatalog(answer, name) {
   answer.entries.forEach((e, i) => {
     const tr = document.createElement("tr");
     tr.dataset.entry = i;
-    const cells = [e.msgctxt ? `[${e.msgctxt}] ${e.msgid}` : e.msgid, e.msgstr.join("\n"), e.origin];
+    // A calibrated model's confidence: the expected chrF2 of the suggestion, in three bands.
+    const known = typeof e.confidence === "number";
+    if (known) tr.classList.add(e.confidence < 0.4 ? "confidence-low" : e.confidence < 0.6 ? "confidence-mid" : "confidence-high");
+    const origin = known ? `${e.origin}, confidence ${e.confidence.toFixed(2)}` : e.origin;
+    const cells = [e.msgctxt ? `[${e.msgctxt}] ${e.msgid}` : e.msgid, e.msgstr.join("\n"), origin];
     cells.forEach((text, k) => {
       const td = document.createElement("td");
       td.textContent = text;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "attnkit/decoding/search.h"
 #include "attnkit/kernels/gemm/compute_type.h"
 
 // Validators for numeric options: every number a command takes is checked where it is parsed,
@@ -61,6 +62,41 @@ inline CLI::Option* add_compute_type(CLI::App* app,
           "What decoding computes in: float32 | int8 (default: the model directory's; int8 "
           "quantizes a float32 model's weights as it loads them)")
       ->check(CLI::IsMember({"float32", "int8"}));
+}
+
+// The search's penalties (decoding::SearchOptions), the same options in every command that
+// decodes.
+inline void add_search_penalties(CLI::App* app, decoding::SearchOptions& search) {
+  app->add_option("--repetition-penalty", search.repetition_penalty,
+                  "Divide the logit of a token already written by this (1: none)")
+      ->check(range(1, 100))
+      ->capture_default_str();
+  app->add_option("--no-repeat-ngram", search.no_repeat_ngram,
+                  "Never write an n-gram of this many tokens twice (0: allowed)")
+      ->check(range(0, 100))
+      ->capture_default_str();
+  app->add_option("--coverage-penalty", search.coverage_penalty,
+                  "Beam search: add beta x the sum over source tokens of log(min(1, attention "
+                  "received)) to a finished hypothesis's score (0: none)")
+      ->check(range(0, 100))
+      ->capture_default_str();
+}
+
+// Random sampling (decoding::SearchOptions), greedy search only.
+inline void add_sampling(CLI::App* app, decoding::SearchOptions& search) {
+  app->add_option("--sampling-topk", search.sampling_topk,
+                  "Sample from the k most likely tokens (1: no sampling; 0: all); needs --beam 1")
+      ->check(range(0, 1e9))
+      ->capture_default_str();
+  app->add_option("--sampling-topp", search.sampling_topp,
+                  "Sample within the smallest set of tokens whose probability reaches this")
+      ->check(range(0, 1, /*open_lo=*/true))
+      ->capture_default_str();
+  app->add_option("--temperature", search.temperature, "Sampling temperature")
+      ->check(range(0, 100, /*open_lo=*/true))
+      ->capture_default_str();
+  app->add_option("--seed", search.seed, "The sampling's seed: the same seed, the same output")
+      ->capture_default_str();
 }
 
 }  // namespace attnkit::cli::checks

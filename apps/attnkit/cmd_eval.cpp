@@ -183,6 +183,7 @@ Command add_eval_command(CLI::App& parent) {
   app->add_option("--tokenize", a->tokenize, "BLEU tokenizer: auto | 13a | zh | intl | char | none")
       ->capture_default_str();
   app->add_option("--beam", a->search.beam_size)->check(checks::at_least(1))->capture_default_str();
+  checks::add_search_penalties(app, a->search);
   app->add_option("--bucket", a->bucket, "Source-length bucket width")
       ->check(checks::at_least(1))
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include "attnkit/io/pt_file.h"
 #include "attnkit/io/state_dict.h"
 #include "attnkit/io/weights.h"
+#include "attnkit/train/checkpoint.h"
 #include "attnkit/translate/translator.h"
 #include "commands.h"
 

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct PoTranslateArgs {
-  std::string model, input, out, lang;
+  std::string model, input, out, lang, glossary;
   std::vector<std::string> compendia;
   bool no_protect = false, no_memory = false, quiet = false;
   std::optional<kernels::ComputeType> compute_type;
@@ -50,6 +50,13 @@ po::Memory load_memory(const PoTranslateArgs& a, const translate::Translator& tr
 int translate(PoTranslateArgs a) {
   // Read and check everything before the model loads: a malformed catalog costs nothing.
   auto catalog = data::PoCatalog::read(a.input);
+  const auto confidence = translate::Confidence::load(a.model);
+  if (a.options.min_confidence > 0 && !confidence.fitted())
+    throw Error(a.model + ": --min-confidence needs the model's " + translate::kConfidenceFile +
+                " (attnkit calibrate --model " + a.model + " --valid VALID.tsv)");
+  a.options.confidence = &confidence;
+  const auto glossary = a.glossary.empty() ? po::Glossary() : po::Glossary::read(a.glossary);
+  if (!a.glossary.empty()) a.options.glossary = &glossary;
   translate::Translator translator(a.model, a.compute_type);
   const auto memory = load_memory(a, translator);
   a.options.lang = a.lang;
@@ -67,8 +74,13 @@ int translate(PoTranslateArgs a) {
     std::cerr << a.out << ": " << r.entries << " messages: " << r.translated
               << " already translated, " << r.memory << " from translation memory"
               << (r.fuzzy_memory ? " (" + std::to_string(r.fuzzy_memory) + " of them fuzzy)" : "")
-              << ", " << r.model << " by the model (" << r.segments << " lines), " << r.copied
-              << " copied (nothing to translate)"
+              << ", " << r.model << " by the model (" << r.segments << " lines"
+              << (r.low_confidence ? ", " + std::to_string(r.low_confidence) +
+                                         " more left untranslated under --min-confidence"
+                                   : "")
+              << (r.glossary_terms ? ", " + std::to_string(r.glossary_terms) + " glossary terms"
+                                   : "")
+              << "), " << r.copied << " copied (nothing to translate)"
               << (a.options.refresh_fuzzy ? "; of the fuzzy entries whose msgid changed, " +
                                                 std::to_string(r.refreshed) + " carried over, " +
                                                 std::to_string(r.resuggested) + " suggested anew"
@@ -201,11 +213,21 @@ Command add_po_command(CLI::App& parent) {
       "across a cosmetic change (whitespace, trailing punctuation, placeholders renumbered, "
       "the accelerator) and clear the fuzzy mark; give the others a new suggestion, their "
       "old translation kept in a comment");
+  t->add_option("--glossary", a->glossary,
+                "A glossary (TSV, or CSV as Weblate and Poedit export it): each term's agreed "
+                "translation goes into the model's suggestions")
+      ->check(CLI::ExistingFile);
+  t->add_option("--min-confidence", a->options.min_confidence,
+                "Leave untranslated a model suggestion whose confidence (0-1, from the model's "
+                "confidence.json: attnkit calibrate) is under this")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   t->add_flag("--no-protect", a->no_protect,
               "Give the model the raw lines (placeholders, markup, accelerators unprotected)");
   t->add_option("--beam", a->options.search.beam_size, "Beam size (1: greedy)")
       ->check(checks::at_least(1))
       ->capture_default_str();
+  checks::add_search_penalties(t, a->options.search);
   t->add_option("--batch-size", a->options.batch_size)
       ->check(checks::at_least(1))
       ->capture_default_str();

@@ -47,6 +47,10 @@ Command add_serve_command(CLI::App& parent) {
                   "Seconds before a catalog's pre-translation fails")
       ->check(checks::range(0, 86400, true))
       ->capture_default_str();
+  app->add_option("--max-batch-tokens", o->max_batch_tokens,
+                  "Source tokens per decoder call, padding counted (0: no limit)")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--max-batch", o->max_batch, "Sentences per decoder call")
       ->check(checks::range(1, 4096))
       ->capture_default_str();

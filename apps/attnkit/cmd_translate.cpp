@@ -30,8 +30,9 @@ struct TranslateArgs {
   decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
-  bool timing = false;
-  std::string attention_out;
+  bool timing = false, alignment = false;
+  size_t alternatives = 0, max_batch_tokens = 0;
+  std::string attention_out, target_prefix;
   std::optional<kernels::ComputeType> compute_type;
 };
 
@@ -96,14 +97,55 @@ void write_attention_pictures(const TranslateArgs& a, const std::vector<std::str
                a.attention_out.c_str());
 }
 
+// --return-alternatives: for each line, the alternatives at the position after its prefix.
+int run_alternatives(const TranslateArgs& a, translate::Translator& translator,
+                     const std::vector<std::string>& lines,
+                     const std::vector<std::string>& prefixes) {
+  const auto all = translator.alternatives(lines, prefixes, a.alternatives, a.search, a.batch_size);
+  std::string out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (a.format == "text") {
+      for (const auto& alt : all[i])
+        out += alt.translation.text + "\t" + std::to_string(alt.token_log_prob) + "\n";
+      out += "\n";  // a blank line after each input's alternatives
+      continue;
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& alt : all[i]) {
+      auto j = translate::translation_json(alt.translation);
+      j["token"] = alt.token;
+      j["token_log_prob"] = alt.token_log_prob;
+      list.push_back(std::move(j));
+    }
+    out += nlohmann::json({{"source", lines[i]}, {"alternatives", list}}).dump() + "\n";
+  }
+  if (a.output.empty())
+    std::cout << out;
+  else
+    write_file_atomic(a.output, out);
+  return 0;
+}
+
 int run(const TranslateArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw Error("translate: --format must be text or json, got '" + a.format + "'");
   translate::Translator translator(a.model, a.compute_type);
+  translator.set_max_batch_tokens(a.max_batch_tokens);
   const auto lines = data::read_lines(a.input);
+  if (a.search.sampling_topk != 1 && a.search.beam_size != 1)
+    throw Error("translate: --sampling-topk samples in greedy search: give --beam 1");
+  std::vector<std::string> prefixes;
+  if (!a.target_prefix.empty()) {
+    prefixes = data::read_lines(a.target_prefix);
+    if (prefixes.size() != lines.size())
+      throw Error(a.target_prefix + ": " + std::to_string(prefixes.size()) + " prefixes for " +
+                  std::to_string(lines.size()) + " input lines");
+  }
+  if (a.alternatives > 0) return run_alternatives(a, translator, lines, prefixes);
   const auto started = std::chrono::steady_clock::now();
   decoding::SearchStats stats;
-  auto results = translator.translate(lines, a.search, a.batch_size, a.parallel_batches, &stats);
+  auto results =
+      translator.translate(lines, a.search, a.batch_size, a.parallel_batches, &stats, prefixes);
   const auto searched = std::chrono::steady_clock::now();
   if (a.format == "json" || !a.attention_out.empty()) translator.add_attention_maps(results);
   if (a.timing) {
@@ -123,7 +165,10 @@ int run(const TranslateArgs& a) {
       if (a.search.nbest > 1) {
         for (const auto& [text, score] : r.nbest) out += text + "\t" + std::to_string(score) + "\n";
       } else {
-        out += r.text + "\n";
+        out += r.text;
+        if (a.alignment)  // Marian's --alignment: the translation, " ||| ", the pairs
+          out += " ||| " + translate::pharaoh_alignment(r.attention, r.target_tokens.size());
+        out += "\n";
       }
       continue;
     }
@@ -157,16 +202,36 @@ Command add_translate_command(CLI::App& parent) {
   app->add_option("--beam", a->search.beam_size, "Beam size (1: greedy)")
       ->check(checks::at_least(1))
       ->capture_default_str();
+  app->add_flag("--alignment", a->alignment,
+                "Text format: each translation followed by \" ||| \" and its word alignments in "
+                "the Pharaoh format (source-target, \"0-0 2-1\"), from the attention");
   app->add_option("--nbest", a->search.nbest, "Hypotheses per sentence")
       ->check(checks::at_least(1))
       ->capture_default_str();
   app->add_option("--length-penalty", a->search.length_penalty, "Score / length^alpha")
       ->check(checks::non_negative())
       ->capture_default_str();
+  checks::add_search_penalties(app, a->search);
+  checks::add_sampling(app, a->search);
+  app->add_option("--return-alternatives", a->alternatives,
+                  "The N most likely tokens at the position after the prefix (or the first), "
+                  "each continued by the search: N translations per line, with the token's "
+                  "log-probability")
+      ->check(checks::range(0, 100))
+      ->capture_default_str();
+  app->add_option("--target-prefix", a->target_prefix,
+                  "A file of one line per input line: each translation starts with its line "
+                  "(an empty line: no prefix)")
+      ->check(CLI::ExistingFile);
   app->add_option("--max-length-ratio", a->search.max_length_ratio)
       ->check(checks::positive())
       ->capture_default_str();
   app->add_option("--batch-size", a->batch_size)->check(checks::at_least(1))->capture_default_str();
+  app->add_option("--max-batch-tokens", a->max_batch_tokens,
+                  "At most this many source tokens a batch, padding counted (0: --batch-size "
+                  "sentences alone)")
+      ->check(checks::non_negative())
+      ->capture_default_str();
   app->add_option("--parallel-batches", a->parallel_batches,
                   "Batches translated at once, one per thread (0: one per --threads; 1: one "
                   "batch at a time on all threads)")

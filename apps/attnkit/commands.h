@@ -28,6 +28,8 @@ Command add_corpus_command(CLI::App& parent);
 Command add_train_command(CLI::App& parent);
 Command add_translate_command(CLI::App& parent);
 Command add_eval_command(CLI::App& parent);
+Command add_calibrate_command(CLI::App& parent);
+Command add_score_command(CLI::App& parent);
 Command add_bleu_command(CLI::App& parent);
 Command add_serve_command(CLI::App& parent);
 Command add_plot_command(CLI::App& parent);

@@ -51,11 +51,14 @@ int main(int argc, char** argv) {
 
   namespace cli = attnkit::cli;
   std::vector<cli::Command> commands = {
-      cli::add_info_command(app),   cli::add_attend_command(app),    cli::add_corpus_command(app),
-      cli::add_train_command(app),  cli::add_translate_command(app), cli::add_eval_command(app),
-      cli::add_bleu_command(app),   cli::add_serve_command(app),     cli::add_plot_command(app),
-      cli::add_export_command(app), cli::add_average_command(app),   cli::add_quantize_command(app),
-      cli::add_po_command(app),     cli::add_upgrade_command(app)};
+      cli::add_info_command(app),      cli::add_attend_command(app),
+      cli::add_corpus_command(app),    cli::add_train_command(app),
+      cli::add_translate_command(app), cli::add_eval_command(app),
+      cli::add_bleu_command(app),      cli::add_serve_command(app),
+      cli::add_plot_command(app),      cli::add_export_command(app),
+      cli::add_average_command(app),   cli::add_quantize_command(app),
+      cli::add_po_command(app),        cli::add_upgrade_command(app),
+      cli::add_calibrate_command(app), cli::add_score_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

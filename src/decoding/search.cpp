@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <random>
 
 #include "attnkit/data/vocab.h"
 #include "attnkit/kernels/ops/top_k.h"
@@ -29,6 +30,87 @@ std::vector<int64_t> max_lengths(const at::Tensor& lengths, const SearchOptions&
     out.push_back(static_cast<int64_t>(std::ceil(o.max_length_ratio * l[i].item<int64_t>())) +
                   o.max_length_extra);
   return out;
+}
+
+// Sentence b's forced token at position `at` of its translation, or -1.
+int64_t forced(const SearchOptions& o, size_t b, size_t at) {
+  if (b >= o.target_prefix.size() || at >= o.target_prefix[b].size()) return -1;
+  return o.target_prefix[b][at];
+}
+
+// Leaves one token possible in a row of logits [V].
+void only(float* logits, int64_t vocab, int64_t token) {
+  if (token < 0 || token >= vocab) return;
+  const float keep = logits[token];
+  std::fill(logits, logits + vocab, -std::numeric_limits<float>::infinity());
+  logits[token] = keep;
+}
+
+bool samples(const SearchOptions& o) { return o.sampling_topk != 1; }
+
+// A token drawn from a row of logits [V] as SearchOptions' sampling says, and its log-probability
+// under the model (temperature 1).
+kernels::BestToken sample(const float* logits, int64_t vocab, const SearchOptions& o,
+                          std::mt19937_64& rng) {
+  const float top = *std::max_element(logits, logits + vocab);
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(logits[v] - top));
+  const double lse = static_cast<double>(top) + std::log(total);
+  // The candidates, most likely first: the top k, then the nucleus within them.
+  std::vector<int64_t> order(static_cast<size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t k = o.sampling_topk <= 0 ? vocab : std::min(o.sampling_topk, vocab);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  order.resize(static_cast<size_t>(k));
+  std::vector<double> weight;
+  double mass = 0;
+  for (int64_t v : order) {
+    if (mass >= o.sampling_topp && !weight.empty()) break;
+    mass += std::exp(static_cast<double>(logits[v]) - lse);
+    weight.push_back(std::exp((static_cast<double>(logits[v]) - top) / o.temperature));
+  }
+  std::discrete_distribution<size_t> pick(weight.begin(), weight.end());
+  const int64_t token = order[pick(rng)];
+  return {token, static_cast<float>(static_cast<double>(logits[token]) - lse)};
+}
+
+bool penalises(const SearchOptions& o) {
+  return o.repetition_penalty != 1.0 || o.no_repeat_ngram > 0;
+}
+
+// SearchOptions' repetition penalty and n-gram ban on one row of logits [V], given the tokens
+// its hypothesis wrote.
+void penalise(float* logits, int64_t vocab, const std::vector<int64_t>& written,
+              const SearchOptions& o) {
+  if (o.repetition_penalty != 1.0) {
+    const auto p = static_cast<float>(o.repetition_penalty);
+    std::vector<bool> seen(static_cast<size_t>(vocab), false);
+    for (int64_t token : written) {
+      if (token < 0 || token >= vocab || seen[token]) continue;
+      seen[token] = true;
+      float& l = logits[token];
+      l = l > 0 ? l / p : l * p;
+    }
+  }
+  const auto n = static_cast<size_t>(o.no_repeat_ngram);
+  if (n == 0 || written.size() + 1 < n) return;
+  // The n-grams that end with the n - 1 tokens just written: their last tokens are banned.
+  const size_t prefix = n - 1, w = written.size();
+  for (size_t i = 0; i + n <= w; ++i)
+    if (std::equal(written.begin() + i, written.begin() + i + prefix, written.end() - prefix)) {
+      const int64_t banned = written[i + prefix];
+      if (banned >= 0 && banned < vocab) logits[banned] = -std::numeric_limits<float>::infinity();
+    }
+}
+
+// GNMT's coverage penalty of a hypothesis's attention [T, S'] over its source's `length`
+// tokens.
+double coverage(const at::Tensor& attention, int64_t length, double beta) {
+  if (beta == 0 || !attention.defined() || attention.size(0) == 0) return 0;
+  const int64_t s = std::min<int64_t>(length, attention.size(1));
+  const auto received = attention.slice(1, 0, s).sum(0).clamp(1e-3, 1.0);
+  return beta * received.log().sum().item<double>();
 }
 
 // A hypothesis's attention as (step, row) pairs into the steps' weight tensors, copied out
@@ -85,17 +167,31 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepDecoder& decoder, const a
   std::vector<Trail> trails(batch);        // each sentence's (step, row) pairs
   std::vector<int64_t> active(batch);      // sentences still decoding, one row each
   std::iota(active.begin(), active.end(), 0);
+  std::vector<std::mt19937_64> rngs;  // each sentence's own, when sampling
+  if (samples(o))
+    for (int64_t b = 0; b < batch; ++b) {
+      const uint64_t stream = static_cast<size_t>(b) < o.streams.size() ? o.streams[b] : b;
+      std::seed_seq seq{static_cast<uint32_t>(o.seed), static_cast<uint32_t>(o.seed >> 32),
+                        static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)};
+      rngs.emplace_back(seq);
+    }
   for (int64_t t = 0; t < limit && !active.empty(); ++t) {
     auto out = step(tokens);
     const auto logits = out.logits.to(at::kFloat).contiguous();  // [A, V]
     const int64_t vocab = logits.size(-1);
     step_attention.push_back(out.attention.to(at::kFloat).contiguous());
     std::vector<int64_t> keep_rows, still_active, next;
+    if (penalises(o))
+      for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a)
+        penalise(logits.data_ptr<float>() + a * vocab, vocab, hyps[active[a]].tokens, o);
     for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
-      const auto [token, log_prob] =
-          kernels::best_token(logits.data_ptr<float>() + a * vocab, vocab);
       const int64_t b = active[a];
-      hyps[b].log_prob += static_cast<double>(log_prob);
+      float* row = logits.data_ptr<float>() + a * vocab;
+      const int64_t must = forced(o, static_cast<size_t>(b), hyps[b].tokens.size());
+      if (must >= 0) only(row, vocab, must);
+      const auto [token, log_prob] =
+          must < 0 && samples(o) ? sample(row, vocab, o, rngs[b]) : kernels::best_token(row, vocab);
+      hyps[b].log_prob += must < 0 ? static_cast<double>(log_prob) : 0.0;
       trails[b].emplace_back(t, a);
       if (token == Vocab::kEos || t + 1 >= limits[b]) {
         if (token != Vocab::kEos) hyps[b].tokens.push_back(token);
@@ -170,13 +266,15 @@ struct NextRows {
 // next beams, appended to `next` (k rows, dead beams padded in). Returns false, having appended
 // nothing, when the sentence is done: k finished, or no beam left to extend.
 bool extend(const std::vector<kernels::Candidate>& candidates, int64_t a, int64_t width, int64_t t,
-            int64_t limit, int64_t k, const SearchOptions& o, const Paths& paths,
-            const std::vector<at::Tensor>& step_attention, std::vector<Hypothesis>& finished,
-            NextRows& next) {
+            int64_t limit, int64_t source_length, int64_t k, const SearchOptions& o,
+            const Paths& paths, const std::vector<at::Tensor>& step_attention,
+            std::vector<Hypothesis>& finished, NextRows& next) {
   const size_t before = next.origin.size();
   int64_t live = 0;
   for (const kernels::Candidate& c : candidates) {
-    if (live >= k) break;
+    // Candidates come best first: past the first impossible one (a token a prefix or a ban
+    // ruled out, or a dead beam's), none is a hypothesis.
+    if (live >= k || c.score == -std::numeric_limits<double>::infinity()) break;
     const int64_t row = a * width + c.beam;
     if (c.token == Vocab::kEos || t + 1 >= limit) {
       Hypothesis h;
@@ -186,6 +284,7 @@ bool extend(const std::vector<kernels::Candidate>& candidates, int64_t a, int64_
       h.log_prob = c.score;
       h.score = normalise(c.score, h.tokens.size() + 1, o.length_penalty);
       h.attention = gather_attention(step_attention, trail);
+      h.score += coverage(h.attention, source_length, o.coverage_penalty);
       finished.push_back(std::move(h));
       continue;
     }
@@ -225,6 +324,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at:
   const int64_t batch = lengths.size(0), k = std::max<int64_t>(1, o.beam_size);
   const auto limits = max_lengths(lengths, o);
   const int64_t limit = *std::max_element(limits.begin(), limits.end());
+  const auto source_lengths = lengths.to(at::kCPU).to(at::kLong);
 
   // Every sentence starts as one beam (its k would all be the same), and has k from the
   // second step on.
@@ -248,13 +348,27 @@ std::vector<std::vector<Hypothesis>> beam_search(StepDecoder& decoder, const at:
     const int64_t want = std::min(2 * k, k * vocab);
     std::vector<int64_t> still_active, kept;
     NextRows next;
+    if (penalises(o)) {
+      std::vector<int64_t> written;
+      Trail trail;
+      for (int64_t r = 0; r < rows * width; ++r) {
+        paths.read(t, r, written, trail);
+        penalise(logits.data_ptr<float>() + r * vocab, vocab, written, o);
+      }
+    }
+    // Every hypothesis is at position t: a prefix leaves its sentence's rows one token.
+    for (int64_t a = 0; a < rows && !o.target_prefix.empty(); ++a)
+      if (const int64_t must = forced(o, static_cast<size_t>(active[a]), static_cast<size_t>(t));
+          must >= 0)
+        for (int64_t beam = 0; beam < width; ++beam)
+          only(logits.data_ptr<float>() + (a * width + beam) * vocab, vocab, must);
     const auto candidates =
         kernels::best_extensions(logits.data_ptr<float>(), rows, width, vocab, scores.data(), want);
     for (int64_t a = 0; a < rows; ++a) {
       const int64_t b = active[a];
       // A finished sentence leaves the batch, so later steps compute only those still searching.
-      if (!extend(candidates[a], a, width, t, limits[b], k, o, paths, step_attention, finished[b],
-                  next))
+      if (!extend(candidates[a], a, width, t, limits[b], source_lengths[b].item<int64_t>(), k, o,
+                  paths, step_attention, finished[b], next))
         continue;
       still_active.push_back(b);
       kept.push_back(a);

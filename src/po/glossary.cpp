@@ -86,6 +86,14 @@ std::string comparable(std::string_view s) {
   return text::unicode_lower(t);
 }
 
+// A term and its plurals ("+s", "+es", or "y" -> "ies"), lower-cased, longest first.
+std::vector<std::string> forms_of(const std::string& term) {
+  std::vector<std::string> forms = {term + "es", term + "s", term};
+  if (term.size() > 1 && term.back() == 'y')
+    forms.insert(forms.begin(), term.substr(0, term.size() - 1) + "ies");
+  return forms;
+}
+
 }  // namespace
 
 Glossary Glossary::parse(std::string_view text, const std::string& path, bool csv) {
@@ -126,13 +134,8 @@ std::vector<const GlossaryTerm*> Glossary::found_in(std::string_view message) co
   const std::string m = comparable(message);
   std::vector<const GlossaryTerm*> out;
   for (size_t t = 0; t < terms_.size(); ++t) {
-    const std::string& term = lowered_[t];
-    // The term, or its plural: "+s", "+es", or "y" -> "ies".
-    std::vector<std::string> forms = {term + "es", term + "s", term};
-    if (term.size() > 1 && term.back() == 'y')
-      forms.insert(forms.begin(), term.substr(0, term.size() - 1) + "ies");
     bool found = false;
-    for (const auto& form : forms) {
+    for (const auto& form : forms_of(lowered_[t])) {
       for (size_t at = m.find(form); !found && at != std::string::npos; at = m.find(form, at + 1)) {
         const bool starts = at == 0 || !word_char(m[at - 1]);
         const size_t end = at + form.size();
@@ -143,6 +146,20 @@ std::vector<const GlossaryTerm*> Glossary::found_in(std::string_view message) co
     if (found) out.push_back(&terms_[t]);
   }
   return out;
+}
+
+size_t Glossary::term_at(std::string_view s, size_t i, const GlossaryTerm** term) const {
+  if (i >= s.size() || !word_char(s[i]) || (i > 0 && word_char(s[i - 1]))) return 0;
+  size_t best = 0;
+  for (size_t t = 0; t < terms_.size(); ++t)
+    for (const auto& form : forms_of(lowered_[t])) {
+      const size_t end = i + form.size();
+      if (form.size() <= best || end > s.size() || (end < s.size() && word_char(s[end]))) continue;
+      if (text::ascii_lower(s.substr(i, form.size())) != form) continue;
+      best = form.size();
+      if (term) *term = &terms_[t];
+    }
+  return best;
 }
 
 bool Glossary::carries(std::string_view translation, const GlossaryTerm& term) {

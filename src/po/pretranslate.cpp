@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -278,6 +279,8 @@ struct Work {
   std::unordered_map<std::string, size_t> seen;  // the same line is translated once
   KeepsWhole whole;                              // which placeholders the model reads whole
   std::map<size_t, std::string> notes;  // entry -> a comment of its own (a changed msgid's)
+  const Glossary* glossary = nullptr;   // terms masked and put back as their targets
+  size_t terms = 0;                     // of the segments, glossary terms
 
   // Entry i's form f as lines, each a segment unless it has no letters.
   void add(const data::PoCatalog& catalog, size_t i, int f, const std::string& source,
@@ -293,8 +296,8 @@ struct Work {
                     std::to_string(line.size()) + " bytes; the model takes lines of at most " +
                     std::to_string(data::kMaxMessageLineBytes));
       Segment s;
-      s.parts =
-          protect_spans ? protect(line, /*accelerators=*/m.lines.size() == 1, whole) : Protected{};
+      s.parts = protect_spans ? protect(line, /*accelerators=*/m.lines.size() == 1, whole, glossary)
+                              : Protected{};
       s.text = protect_spans ? s.parts.text : text::squeeze_spaces(line);
       if (!has_letters(s.text)) {
         m.segment.push_back(-1);
@@ -302,6 +305,7 @@ struct Work {
       }
       auto [it, fresh] = seen.emplace(line, segments.size());
       if (fresh) {
+        terms += s.parts.terms;
         segments.push_back(std::move(s));
         lines_of.push_back(line);
       }
@@ -351,7 +355,9 @@ std::string changed_note(const data::PoEntry& e, const Refresh& r) {
 }
 
 // Each message put together from its lines' translations, and filled in, entry by entry.
+// `confidence`: each segment's (empty without a calibrated confidence).
 void fill_entries(data::PoCatalog& catalog, Work& work, const std::vector<std::string>& restored,
+                  const std::vector<double>& confidence, double min_confidence,
                   PretranslateReport& report) {
   std::map<size_t, std::vector<std::string>> filled;
   std::map<size_t, std::vector<size_t>> segments_of;
@@ -377,8 +383,20 @@ void fill_entries(data::PoCatalog& catalog, Work& work, const std::vector<std::s
     FilledEntry f{i, FilledEntry::Origin::Model, "", segments_of[i], survives(e.msgid, msgstr[0])};
     std::vector<std::string> comments;
     if (!f.segments.empty()) {
+      std::string comment = kModelComment;
+      if (!confidence.empty()) {
+        f.confidence = 1;
+        for (size_t s : f.segments) f.confidence = std::min(f.confidence, confidence[s]);
+        if (f.confidence < min_confidence) {
+          ++report.low_confidence;
+          continue;
+        }
+        char figure[32];
+        std::snprintf(figure, sizeof figure, ", confidence %.2f", f.confidence);
+        comment += figure;
+      }
       ++report.model;
-      comments.push_back(kModelComment);
+      comments.push_back(comment);
     } else {
       f.origin = FilledEntry::Origin::Copied;  // "%s", "...": the message is its translation
       ++report.copied;
@@ -404,6 +422,7 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
   PretranslateReport report;
   Work work;
   work.whole = keeps_whole(translator);
+  work.glossary = options.glossary;
   const auto& entries = catalog.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const data::PoEntry& e = entries[i];
@@ -453,6 +472,7 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
   for (const auto& s : work.segments) texts.push_back(s.text);
   auto results = translate_texts(texts, translator, options, catalog.path());
   report.segments = texts.size();
+  report.glossary_terms = work.terms;
 
   // What must survive, put back where the attention says.
   const auto& target = translator.target_tokenizer();
@@ -468,7 +488,10 @@ PretranslateReport pretranslate(data::PoCatalog& catalog, translate::Translator&
                       : results[s].text;
 
   // The entries filled in.
-  fill_entries(catalog, work, restored, report);
+  std::vector<double> confidence;
+  if (options.confidence && options.confidence->fitted())
+    for (const auto& r : results) confidence.push_back((*options.confidence)(r));
+  fill_entries(catalog, work, restored, confidence, options.min_confidence, report);
   std::sort(report.filled.begin(), report.filled.end(),
             [](const FilledEntry& a, const FilledEntry& b) { return a.entry < b.entry; });
   for (const auto& f : report.filled) report.survived += f.survived;
@@ -510,7 +533,7 @@ CatalogStats stats(const data::PoCatalog& catalog) {
       ++s.translated;
     for (const auto& c : e.comments) {
       if (c.rfind(kMemoryComment, 0) == 0) ++s.memory;
-      if (c == kModelComment) ++s.model;
+      if (c.rfind(kModelComment, 0) == 0) ++s.model;
     }
     if (done) {
       ++s.checked;

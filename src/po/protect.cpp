@@ -10,6 +10,7 @@
 
 #include "attnkit/data/text.h"
 #include "attnkit/data/tokenizer.h"
+#include "attnkit/po/glossary.h"
 
 namespace attnkit::po {
 namespace {
@@ -372,7 +373,8 @@ std::optional<std::pair<std::string, std::string>> protect_pair(std::string_view
   return std::make_pair(p.text, t);
 }
 
-Protected protect(std::string_view line, bool accelerators, const KeepsWhole& whole) {
+Protected protect(std::string_view line, bool accelerators, const KeepsWhole& whole,
+                  const Glossary* glossary) {
   Protected p;
   size_t b = 0, e = line.size();
   while (b < e && space(line[b])) ++b;
@@ -407,10 +409,14 @@ Protected protect(std::string_view line, bool accelerators, const KeepsWhole& wh
   }
   for (size_t i = 0; i < body.size();) {
     SpanKind kind;
-    if (size_t n = span_length(body, i, &kind)) {
+    const GlossaryTerm* term = nullptr;
+    size_t n = span_length(body, i, &kind);
+    if (!n && glossary) n = glossary->term_at(body, i, &term);
+    if (n) {
       const std::string span = body.substr(i, n);
-      p.spans.push_back(span);
-      const std::string mask = mask_of(span, whole);
+      p.spans.push_back(term ? term->target : span);
+      p.terms += term != nullptr;
+      const std::string mask = term ? "%s" : mask_of(span, whole);
       const bool pad_left = !p.text.empty() && !space(p.text.back()),
                  pad_right = i + n < body.size() && !space(body[i + n]);
       p.text += (pad_left ? " " : "") + mask + (pad_right ? " " : "");

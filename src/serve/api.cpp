@@ -66,6 +66,19 @@ int int_field(const json& body, const char* name, int fallback, int lo, int hi) 
   return static_cast<int>(v.get<int64_t>());
 }
 
+// A finite number in [lo, hi] (open at lo when `open_lo`).
+double number_field(const json& body, const char* name, double fallback, double lo, double hi,
+                    bool open_lo) {
+  if (!body.contains(name)) return fallback;
+  const auto& v = body[name];
+  const std::string range =
+      std::string(open_lo ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+  const double x = v.is_number() ? v.get<double>() : std::nan("");
+  if (!std::isfinite(x) || x < lo || x > hi || (open_lo && x == lo))
+    throw BadRequest{400, std::string("'") + name + "' must be a number in " + range};
+  return x;
+}
+
 }  // namespace
 
 json parse_body(const std::string& body) {
@@ -137,6 +150,23 @@ TranslateRequest translate_request(const json& body, size_t max_text_bytes, int 
                               std::to_string(max_text_bytes)};
   if (!text::valid_utf8(r.text)) throw BadRequest{400, "text is not valid UTF-8"};
   r.beam = int_field(body, "beam", 5, 1, max_beam);
+  if (body.contains("target_prefix")) {
+    if (!body["target_prefix"].is_string())
+      throw BadRequest{400, "'target_prefix' must be a string"};
+    r.target_prefix = body["target_prefix"].get<std::string>();
+    if (r.target_prefix.size() > max_text_bytes)
+      throw BadRequest{413, "target_prefix is " + std::to_string(r.target_prefix.size()) +
+                                " bytes; the limit is " + std::to_string(max_text_bytes)};
+    if (!text::valid_utf8(r.target_prefix))
+      throw BadRequest{400, "target_prefix is not valid UTF-8"};
+  }
+  r.alternatives = int_field(body, "alternatives", 0, 0, max_beam);
+  r.sampling_topk = int_field(body, "sampling_topk", 1, 0, 1000000);
+  r.sampling_topp = number_field(body, "sampling_topp", 1, 0, 1, /*open_lo=*/true);
+  r.temperature = number_field(body, "temperature", 1, 0, 100, /*open_lo=*/true);
+  r.seed = int_field(body, "seed", 0, 0, 2147483647);
+  if (r.sampling_topk != 1 && r.beam != 1)
+    throw BadRequest{400, "sampling ('sampling_topk' other than 1) needs 'beam': 1"};
   return r;
 }
 
@@ -194,6 +224,7 @@ json po_answer(const data::PoCatalog& catalog, const po::PretranslateReport& rep
               {"segments", f.segments}};
     if (e.plural()) j["msgid_plural"] = e.msgid_plural;
     if (f.origin == po::FilledEntry::Origin::Memory) j["memory"] = f.memory;
+    if (f.confidence >= 0) j["confidence"] = f.confidence;
     entries.push_back(std::move(j));
   }
   json segments = json::array();

@@ -34,6 +34,12 @@ nlohmann::json attend(const nlohmann::json& body);
 struct TranslateRequest {
   std::string text;
   int beam = 5;
+  std::string target_prefix;  // the start the translation must have ("" for none)
+  int alternatives = 0;       // that many alternatives after the prefix (0: none)
+  // Sampling (greedy search only): decoding::SearchOptions' fields.
+  int sampling_topk = 1;
+  double sampling_topp = 1, temperature = 1;
+  int seed = 0;
 };
 TranslateRequest translate_request(const nlohmann::json& body, size_t max_text_bytes, int max_beam);
 

@@ -19,8 +19,10 @@ Batcher::~Batcher() {
   worker_.join();
 }
 
-std::future<translate::Translation> Batcher::submit(const std::string& text, int beam) {
-  Request r{text, beam, {}};
+std::future<translate::Translation> Batcher::submit(const std::string& text,
+                                                    const decoding::SearchOptions& options,
+                                                    const std::string& prefix) {
+  Request r{text, options, prefix, {}};
   auto future = r.promise.get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -58,9 +60,11 @@ void Batcher::loop() {
       // Give concurrent requests a moment to arrive, so they share one decoder call.
       ready_.wait_for(lock, std::chrono::duration<double, std::milli>(window_ms_),
                       [&] { return stopping_ || queue_.size() >= max_batch_; });
-      const int beam = queue_.front().beam;
+      const int64_t beam = queue_.front().options.beam_size;
+      const bool alone = queue_.front().options.sampling_topk != 1;
       for (auto it = queue_.begin(); it != queue_.end() && batch.size() < max_batch_;) {
-        if (it->beam == beam) {
+        if (batch.empty() ||
+            (!alone && it->options.beam_size == beam && it->options.sampling_topk == 1)) {
           batch.push_back(std::move(*it));
           it = queue_.erase(it);
         } else {
@@ -68,12 +72,18 @@ void Batcher::loop() {
         }
       }
     }
-    std::vector<std::string> texts;
-    for (const auto& r : batch) texts.push_back(r.text);
+    std::vector<std::string> texts, prefixes;
+    bool prefixed = false;
+    for (const auto& r : batch) {
+      texts.push_back(r.text);
+      prefixes.push_back(r.prefix);
+      prefixed = prefixed || !r.prefix.empty();
+    }
     try {
-      decoding::SearchOptions options;
-      options.beam_size = batch.front().beam;
-      auto results = translator_.translate(texts, options, max_batch_);
+      const decoding::SearchOptions& options = batch.front().options;
+      auto results = translator_.translate(texts, options, max_batch_, /*parallel_batches=*/1,
+                                           /*stats=*/nullptr,
+                                           prefixed ? prefixes : std::vector<std::string>{});
       translator_.add_attention_maps(results);  // the page's layer and head picker
       ++batches_;
       sentences_ += batch.size();

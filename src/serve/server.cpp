@@ -77,9 +77,34 @@ void await(const std::future<T>& future, double seconds, const Connections& conn
 json translate(const json& body, Batcher& batcher, const Connections& connections,
                const ServerOptions& o) {
   const auto request = translate_request(body, o.max_text_bytes, o.max_beam);
-  auto future = batcher.submit(request.text, request.beam);
+  decoding::SearchOptions options;
+  options.beam_size = request.beam;
+  options.sampling_topk = request.sampling_topk;
+  options.sampling_topp = request.sampling_topp;
+  options.temperature = request.temperature;
+  options.seed = static_cast<uint64_t>(request.seed);
+  auto future = batcher.submit(request.text, options, request.target_prefix);
   await(future, o.request_timeout_s, connections, "the translation");
-  return translation_json(future.get());
+  json answer = translation_json(future.get());
+  if (request.alternatives > 0) {
+    auto alternatives = std::make_shared<std::vector<translate::Alternative>>();
+    auto done = batcher.run([&translator = batcher.translator(), alternatives, request, options] {
+      *alternatives =
+          translator.alternatives({request.text}, {request.target_prefix},
+                                  static_cast<size_t>(request.alternatives), options)[0];
+    });
+    await(done, o.request_timeout_s, connections, "the alternatives");
+    done.get();
+    json list = json::array();
+    for (const auto& alt : *alternatives) {
+      json j = translation_json(alt.translation);
+      j["token"] = alt.token;
+      j["token_log_prob"] = alt.token_log_prob;
+      list.push_back(std::move(j));
+    }
+    answer["alternatives"] = std::move(list);
+  }
+  return answer;
 }
 
 // What POST /api/po needs besides the batcher: the model (used only on the batcher's thread)
@@ -87,6 +112,7 @@ json translate(const json& body, Batcher& batcher, const Connections& connection
 struct PoService {
   translate::Translator& translator;
   po::Memory memory;
+  translate::Confidence confidence;  // the model's confidence.json, when calibrated
 };
 
 // POST /api/po: a catalog's bytes -> the filled catalog, each suggestion and its attention. The
@@ -108,6 +134,7 @@ json pretranslate(const httplib::Request& req, Batcher& batcher, PoService& serv
   options.lang = request.lang;
   options.search.beam_size = request.beam;
   options.keep_translations = true;
+  options.confidence = &service.confidence;
   // A request that gives up (its timeout, or the server shutting down) stops its job too: the
   // batcher's thread is free for the others, and a shutdown does not wait for a long catalog.
   auto gave_up = std::make_shared<std::atomic<bool>>(false);
@@ -308,7 +335,9 @@ int run_server(const ServerOptions& o) {
   std::unique_ptr<Batcher> batcher;
   if (!o.model_dir.empty()) {
     translator = std::make_unique<translate::Translator>(o.model_dir, o.compute_type);
-    po = std::make_unique<PoService>(PoService{*translator, {}});
+    translator->set_max_batch_tokens(o.max_batch_tokens);
+    po = std::make_unique<PoService>(
+        PoService{*translator, {}, translate::Confidence::load(o.model_dir)});
     const auto& corpus = translator->config().train_corpus;
     if (!corpus.empty() && std::filesystem::exists(corpus)) po->memory.add_corpus(corpus);
     batcher = std::make_unique<Batcher>(*translator, o.max_batch, o.batch_window_ms);

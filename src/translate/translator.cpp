@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/info.h"
+#include "attnkit/decoding/force.h"
 #include "attnkit/io/weights.h"
 #include "attnkit/kernels/cpu/one_part.h"
 #include "attnkit/train/checkpoint.h"
@@ -94,12 +97,28 @@ torch::nn::Module& Translator::module() { return model_->module(); }
 
 void Translator::translate_batch(const std::vector<size_t>& members,
                                  const std::vector<std::vector<int64_t>>& ids,
+                                 const std::vector<std::vector<int64_t>>& prefixes,
                                  const SearchOptions& options, std::vector<Translation>& results,
                                  SearchStats* stats) {
   std::vector<std::vector<int64_t>> batch;
   for (size_t m : members) batch.push_back(ids[m]);
   auto [source, lengths] = data::pad_batch(batch);
-  auto hyps = decoding::search(*model_, source, lengths, options, stats);
+  // Per sentence: its prefix, and (sampling) its place in the input as its random stream.
+  SearchOptions mine;
+  const bool any_prefix = std::any_of(members.begin(), members.end(), [&](size_t m) {
+    return m < prefixes.size() && !prefixes[m].empty();
+  });
+  const bool sampling = options.sampling_topk != 1;
+  if (any_prefix || sampling) {
+    mine = options;
+    for (size_t m : members) {
+      if (any_prefix)
+        mine.target_prefix.push_back(m < prefixes.size() ? prefixes[m] : std::vector<int64_t>{});
+      if (sampling) mine.streams.push_back(m);
+    }
+  }
+  auto hyps =
+      decoding::search(*model_, source, lengths, any_prefix || sampling ? mine : options, stats);
   for (size_t m = 0; m < members.size(); ++m) {
     auto& r = results[members[m]];
     const auto& src_tokens = r.source_tokens;
@@ -141,6 +160,102 @@ void Translator::translate_batch(const std::vector<size_t>& members,
   }
 }
 
+std::vector<Scoring> Translator::score(const std::vector<std::string>& sources,
+                                       const std::vector<std::string>& targets, size_t batch_size,
+                                       double length_penalty) {
+  if (sources.size() != targets.size())
+    throw Error(std::to_string(sources.size()) + " sources for " + std::to_string(targets.size()) +
+                " targets");
+  std::vector<Scoring> results(sources.size());
+  std::vector<std::vector<int64_t>> source_ids(sources.size()), target_ids(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    results[i].source_tokens = source_tok_->tokenize(sources[i]);
+    results[i].target_tokens = target_tok_->tokenize(targets[i]);
+    source_ids[i] = source_vocab_.encode(results[i].source_tokens);
+    target_ids[i] = target_vocab_.encode(results[i].target_tokens);
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (!source_ids[i].empty()) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return source_ids[a].size() < source_ids[b].size(); });
+  c10::InferenceMode inference;
+  if (module().is_training()) module().eval();
+  batch_size = std::max<size_t>(1, batch_size);
+  for (size_t start = 0; start < order.size(); start += batch_size) {
+    const std::vector<size_t> members(order.begin() + start,
+                                      order.begin() + std::min(order.size(), start + batch_size));
+    std::vector<std::vector<int64_t>> batch, wanted;
+    for (size_t m : members) {
+      batch.push_back(source_ids[m]);
+      wanted.push_back(target_ids[m]);
+    }
+    auto [source, lengths] = data::pad_batch(batch);
+    auto decoder = model_->start(source, lengths, SearchOptions{});
+    auto forced = decoding::force(*decoder, wanted);
+    for (size_t k = 0; k < members.size(); ++k) {
+      Scoring& r = results[members[k]];
+      r.token_log_probs = std::move(forced[k].token_log_probs);
+      r.log_prob = forced[k].log_prob;
+      const double steps = static_cast<double>(r.target_tokens.size() + 1);
+      r.score = length_penalty == 0 ? r.log_prob : r.log_prob / std::pow(steps, length_penalty);
+      r.attention = forced[k]
+                        .attention.narrow(1, 0, static_cast<int64_t>(r.source_tokens.size()))
+                        .contiguous();
+      r.next_log_probs = std::move(forced[k].next_log_probs);
+    }
+  }
+  return results;
+}
+
+std::vector<std::vector<Alternative>> Translator::alternatives(
+    const std::vector<std::string>& sentences, const std::vector<std::string>& prefixes, size_t n,
+    const SearchOptions& options, size_t batch_size) {
+  if (!prefixes.empty() && prefixes.size() != sentences.size())
+    throw Error(std::to_string(prefixes.size()) + " target prefixes for " +
+                std::to_string(sentences.size()) + " sentences");
+  // What the model gives the position after each prefix.
+  const auto scored =
+      score(sentences, prefixes.empty() ? std::vector<std::string>(sentences.size()) : prefixes,
+            batch_size);
+  // One search per alternative: the prefix and the alternative's token forced.
+  std::vector<Translation> results;
+  std::vector<std::vector<int64_t>> ids, prefix_ids;
+  std::vector<std::pair<size_t, Alternative>> owned;  // (sentence, alternative)
+  for (size_t i = 0; i < scored.size(); ++i) {
+    if (!scored[i].next_log_probs.defined()) continue;  // an empty source: nothing to continue
+    at::Tensor next = scored[i].next_log_probs.clone();
+    for (int64_t never : {data::Vocab::kPad, data::Vocab::kSos, data::Vocab::kUnk})
+      if (never < next.size(0)) next[never] = -std::numeric_limits<float>::infinity();
+    const auto [values, tokens] =
+        next.topk(std::min<int64_t>(static_cast<int64_t>(n), next.size(0)));
+    const auto prefix = target_vocab_.encode(scored[i].target_tokens);
+    for (int64_t k = 0; k < tokens.size(0); ++k) {
+      const double lp = values[k].item<double>();
+      if (lp == -std::numeric_limits<double>::infinity()) break;
+      const int64_t token = tokens[k].item<int64_t>();
+      Alternative a;
+      a.token = token == data::Vocab::kEos ? kEosLabel : target_vocab_.token(token);
+      a.token_log_prob = lp;
+      owned.emplace_back(i, std::move(a));
+      Translation r;
+      r.source_tokens = scored[i].source_tokens;
+      results.push_back(std::move(r));
+      ids.push_back(source_vocab_.encode(scored[i].source_tokens));
+      prefix_ids.push_back(prefix);
+      prefix_ids.back().push_back(token);
+    }
+  }
+  translate_encoded(results, ids, prefix_ids, options, batch_size, /*parallel_batches=*/1,
+                    /*stats=*/nullptr);
+  std::vector<std::vector<Alternative>> out(sentences.size());
+  for (size_t k = 0; k < owned.size(); ++k) {
+    owned[k].second.translation = std::move(results[k]);
+    out[owned[k].first].push_back(std::move(owned[k].second));
+  }
+  return out;
+}
+
 void Translator::add_attention_maps(std::vector<Translation>& results) {
   for (auto& r : results) {
     if (!r.attention.defined() || r.attention.size(0) == 0) continue;
@@ -156,33 +271,57 @@ void Translator::add_attention_maps(std::vector<Translation>& results) {
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& sentences,
                                                const SearchOptions& options, size_t batch_size,
-                                               int parallel_batches, SearchStats* stats) {
+                                               int parallel_batches, SearchStats* stats,
+                                               const std::vector<std::string>& prefixes) {
+  if (!prefixes.empty() && prefixes.size() != sentences.size())
+    throw Error(std::to_string(prefixes.size()) + " target prefixes for " +
+                std::to_string(sentences.size()) + " sentences");
   std::vector<Translation> results(sentences.size());
   std::vector<std::vector<int64_t>> ids(sentences.size());
   for (size_t i = 0; i < sentences.size(); ++i) {
     results[i].source_tokens = source_tok_->tokenize(sentences[i]);
     ids[i] = source_vocab_.encode(results[i].source_tokens);
   }
+  std::vector<std::vector<int64_t>> prefix_ids(prefixes.empty() ? 0 : sentences.size());
+  for (size_t i = 0; i < prefixes.size(); ++i)
+    prefix_ids[i] = target_vocab_.encode(target_tok_->tokenize(prefixes[i]));
+  translate_encoded(results, ids, prefix_ids, options, batch_size, parallel_batches, stats);
+  return results;
+}
+
+void Translator::translate_encoded(std::vector<Translation>& results,
+                                   const std::vector<std::vector<int64_t>>& ids,
+                                   const std::vector<std::vector<int64_t>>& prefixes_ids,
+                                   const SearchOptions& options, size_t batch_size,
+                                   int parallel_batches, SearchStats* stats) {
   // Similar lengths share a batch: less padding, fewer wasted steps.
-  std::vector<size_t> order(sentences.size());
+  std::vector<size_t> order(ids.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   batch_size = std::max<size_t>(1, batch_size);
   std::vector<std::vector<size_t>> batches;
-  for (size_t start = 0; start < order.size(); start += batch_size) {
-    std::vector<size_t> members;
-    for (size_t i = start; i < std::min(order.size(), start + batch_size); ++i)
-      if (!ids[order[i]].empty())  // an empty line translates to an empty line
-        members.push_back(order[i]);
-    if (!members.empty()) batches.push_back(std::move(members));
+  // In length order, each sentence joins the batch unless that makes it too many sentences or,
+  // padding counted, too many tokens: it is the longest so far.
+  std::vector<size_t> members;
+  for (size_t i : order) {
+    if (ids[i].empty()) continue;  // an empty line translates to an empty line
+    const size_t tokens = (members.size() + 1) * ids[i].size();
+    if (!members.empty() &&
+        (members.size() >= batch_size || (max_batch_tokens_ && tokens > max_batch_tokens_))) {
+      batches.push_back(std::move(members));
+      members.clear();
+    }
+    members.push_back(i);
   }
+  if (!members.empty()) batches.push_back(std::move(members));
 
   const size_t batch_threads = std::min<size_t>(
       batches.size(), parallel_batches > 0 ? parallel_batches : configured_threads());
   if (batch_threads <= 1) {
-    for (const auto& members : batches) translate_batch(members, ids, options, results, stats);
-    return results;
+    for (const auto& members : batches)
+      translate_batch(members, ids, prefixes_ids, options, results, stats);
+    return;
   }
   // Workers take the next batch in length order; each writes only its own sentences' results.
   module().eval();  // once, before the threads read the flag
@@ -197,7 +336,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
     SearchStats mine;
     try {
       for (size_t b; !failed && (b = next++) < batches.size();)
-        translate_batch(batches[b], ids, options, results, &mine);
+        translate_batch(batches[b], ids, prefixes_ids, options, results, &mine);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!error) error = std::current_exception();
@@ -214,7 +353,6 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& s
   work();
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);
-  return results;
 }
 
 }  // namespace attnkit::translate

@@ -331,6 +331,12 @@ class TranslationCli(unittest.TestCase):
             self.assertEqual(int(m.group(2)), sum(len(s.split()) for s in sources.splitlines()))
             self.assertGreater(int(m.group(3)), 0)
         self.assertEqual(outputs[0], outputs[1])
+        # Batches by tokens: other batches, the same translations.
+        p = subprocess.run([BIN, "--threads", "2", "translate", "--model", self.model, "--beam", "3",
+                            "--max-batch-tokens", "9"], input=sources, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, outputs[0])
 
     def test_translate_json_has_tokens_scores_and_attention(self):
         p = subprocess.run([BIN, "translate", "--model", self.model, "--format", "json", "--nbest", "2",
@@ -345,6 +351,77 @@ class TranslationCli(unittest.TestCase):
         self.assertEqual(len(r["attention"][0]), 3)
         # Reversal: the first target token attends to the last source token.
         self.assertEqual(max(range(3), key=lambda i: r["attention"][0][i]), 2)
+
+    def test_alignments_prefix_and_sampling(self):
+        def translate(*args, text="a b c\n"):
+            p = subprocess.run([BIN, "--threads", "1", "translate", "--model", self.model, *args],
+                               input=text, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return p.stdout
+        # Reversal: target token j comes from source token 2 - j.
+        self.assertEqual(translate("--alignment"), "c b a ||| 2-0 1-1 0-2\n")
+        self.assertEqual(json.loads(translate("--format", "json"))["alignment"], "2-0 1-1 0-2")
+        prefix = os.path.join(self.dir, "prefix.txt")
+        with open(prefix, "w") as f:
+            f.write("f\n\n")
+        out = translate("--target-prefix", prefix, text="a b c\nd e\n").split("\n")
+        self.assertTrue(out[0].startswith("f"), out)
+        self.assertEqual(out[1], "e d")  # an empty prefix line: none
+        with open(prefix, "w") as f:
+            f.write("f\n")
+        p = subprocess.run([BIN, "translate", "--model", self.model, "--target-prefix", prefix],
+                           input="a\nb\n", capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("1 prefixes for 2 input lines", p.stderr)
+        # Sampling: the same seed gives the same output, and it needs greedy search.
+        lines = "".join("a b c d e f\n" for _ in range(20))
+        args = ("--beam", "1", "--sampling-topk", "0", "--temperature", "3")
+        one = translate(*args, "--seed", "1", text=lines)
+        self.assertEqual(translate(*args, "--seed", "1", text=lines), one)
+        self.assertNotEqual(translate(*args, "--seed", "2", text=lines), one)
+        self.assertGreater(len(set(one.splitlines())), 1)  # sentences draw apart
+        p = subprocess.run([BIN, "translate", "--model", self.model, "--sampling-topk", "5"],
+                           input="a\n", capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("give --beam 1", p.stderr)
+
+    def test_return_alternatives(self):
+        p = subprocess.run([BIN, "--threads", "1", "translate", "--model", self.model,
+                            "--return-alternatives", "3", "--beam", "1"],
+                           input="a b c\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [line.split("\t") for line in p.stdout.split("\n\n")[0].splitlines()]
+        self.assertEqual(len(rows), 3)
+        self.assertEqual(rows[0][0], "c b a")  # the best token, continued: the translation
+        self.assertEqual(len({r[0].split(" ")[0] for r in rows if r[0]}), len([r for r in rows if r[0]]))
+        scores = [float(r[1]) for r in rows]
+        self.assertEqual(scores, sorted(scores, reverse=True))
+        p = subprocess.run([BIN, "--threads", "1", "translate", "--model", self.model,
+                            "--return-alternatives", "2", "--format", "json"],
+                           input="a b c\n", capture_output=True, text=True, timeout=60)
+        j = json.loads(p.stdout)
+        self.assertEqual(len(j["alternatives"]), 2)
+        self.assertEqual(j["alternatives"][0]["translation"], "c b a")
+        self.assertEqual(j["alternatives"][0]["token"], "c")
+
+    def test_score_gives_the_search_its_own_score(self):
+        p = subprocess.run([BIN, "--threads", "1", "translate", "--model", self.model, "--format",
+                            "json", "--beam", "1"], input="a b c\n", capture_output=True, text=True,
+                           timeout=60)
+        own = json.loads(p.stdout)
+        pairs = os.path.join(self.dir, "score.tsv")
+        with open(pairs, "w") as f:
+            f.write("a b c\t%s\na b c\ta b c\n" % own["translation"])
+        lines = attnkit("score", "--model", self.model, "--input", pairs).stdout.splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertAlmostEqual(float(lines[0]), own["score"], places=4)
+        self.assertLess(float(lines[1]), float(lines[0]))  # a wrong translation scores lower
+        j = [json.loads(line) for line in
+             attnkit("score", "--model", self.model, "--input", pairs, "--format", "json").stdout.splitlines()]
+        self.assertEqual(j[0]["target_tokens"], own["target_tokens"])
+        self.assertEqual(len(j[0]["token_log_probs"]), len(own["target_tokens"]) + 1)
+        self.assertAlmostEqual(sum(j[0]["token_log_probs"]), j[0]["log_prob"], places=6)
+        self.assertEqual(j[0]["alignment"], own["alignment"])
 
     def test_eval_reports_bleu_chrf_buckets_and_aer(self):
         out = attnkit("eval", "--model", self.model, "--test", os.path.join(self.dir, "test.tsv"),

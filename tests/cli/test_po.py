@@ -337,6 +337,46 @@ class PoTranslateOtherLanguages(unittest.TestCase):
         self.assertIn("attnkit: machine translation", changed.tcomment)
         self.assertIn('whose translation was "Datei schließen"', changed.tcomment)
 
+    def test_a_calibrated_confidence_is_written_and_acted_on(self):
+        model = os.path.join(self.dir, "model-de-calibrated")
+        shutil.copytree(self.models["de"], model)
+        pairs = os.path.join(self.dir, "de.tsv")
+        p = subprocess.run([BIN, "--threads", "1", "calibrate", "--model", model, "--valid", pairs,
+                            "--test", pairs, "--format", "json"],
+                           capture_output=True, text=True, check=True)
+        report = json.loads(p.stdout)
+        with open(os.path.join(model, "confidence.json")) as f:
+            self.assertEqual(json.load(f)["pairs"], 24)
+        for part in ("fit", "test"):
+            quarters = report[part]["quarters"]
+            self.assertEqual(sum(q["pairs"] for q in quarters), 24)
+            means = [q["mean_confidence"] for q in quarters]
+            self.assertEqual(means, sorted(means))  # lowest first
+            self.assertTrue(-1 <= report[part]["pearson"] <= 1)
+
+        # Each model suggestion's comment carries its confidence.
+        pot = os.path.join(self.dir, "confidence.pot")
+        with open(pot, "w", encoding="utf-8") as f:
+            f.write('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+                    '"Plural-Forms: %s\\n"\n\n' % HEADERS["de"] + self.ENTRIES)
+        out = os.path.join(self.dir, "confidence.po")
+        po("translate", pot, "--model", model, "--out", out, "--lang", "de", "--no-memory")
+        found = [re.search(r"attnkit: machine translation, confidence (\d\.\d\d)", e.tcomment)
+                 for e in polib.pofile(out)]
+        self.assertTrue(all(found), [e.tcomment for e in polib.pofile(out)])
+        self.assertEqual(len(found), 4)
+        # Above the highest, every suggestion is left untranslated.
+        threshold = min(1.0, max(float(m.group(1)) for m in found) + 0.01)
+        p = po("translate", pot, "--model", model, "--out", out, "--lang", "de", "--no-memory",
+               "--min-confidence", str(threshold))
+        self.assertIn("4 more left untranslated under --min-confidence", p.stderr)
+        self.assertTrue(all(not e.translated() for e in polib.pofile(out)))
+        # A model never calibrated has no confidence to act on.
+        p = po("translate", pot, "--model", self.models["de"], "--out", out, "--lang", "de",
+               "--min-confidence", "0.5", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--min-confidence needs the model's confidence.json", p.stderr)
+
     def test_a_broken_plural_forms_header_is_refused_with_file_and_line(self):
         for header, why in (("nplurals=0; plural=0;", "outside 1..32"),
                             ("nplurals=2; plural=(n%0);", "divides by zero"),

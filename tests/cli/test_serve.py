@@ -179,6 +179,35 @@ class ServeCli(unittest.TestCase):
         self.assertEqual(r["attention_rows"][:len(r["target_tokens"])], r["target_tokens"])
         self.assertEqual(r["attention_rows"][len(r["target_tokens"]):], ["</s>"])
 
+    def test_a_target_prefix_starts_the_translation(self):
+        status, free = self.request("api/translate", {"text": "Open the file", "beam": 3})
+        self.assertEqual(status, 200, free)
+        self.assertEqual(len(free["alignment"].split()), len(free["target_tokens"]))
+        forced = free["target_tokens"][-1]  # a token the model knows, put first
+        status, r = self.request("api/translate",
+                                 {"text": "Open the file", "beam": 3, "target_prefix": forced})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["target_tokens"][0], forced)
+        status, r = self.request("api/translate", {"text": "Open", "target_prefix": 3})
+        self.assertEqual(status, 400, r)
+
+    def test_alternatives_and_seeded_sampling(self):
+        doc = openapi(self.url)
+        status, r = self.request("api/translate", {"text": "Open the file", "beam": 1, "alternatives": 3})
+        self.assertEqual(status, 200, r)
+        check_contract(doc, "/api/translate", "post", 200, r)
+        self.assertEqual(len(r["alternatives"]), 3)
+        self.assertEqual(r["alternatives"][0]["translation"], r["translation"])
+        probs = [a["token_log_prob"] for a in r["alternatives"]]
+        self.assertEqual(probs, sorted(probs, reverse=True))
+        body = {"text": "Open the file", "beam": 1, "sampling_topk": 0, "temperature": 2, "seed": 5}
+        first = self.request("api/translate", body)[1]
+        self.assertEqual(self.request("api/translate", body)[1]["translation"], first["translation"])
+        for bad in ({"text": "Open", "sampling_topk": 0, "beam": 3},
+                    {"text": "Open", "temperature": 0}, {"text": "Open", "alternatives": 11}):
+            status, r = self.request("api/translate", bad)
+            self.assertEqual(status, 400, (bad, r))
+
     def test_responses_follow_the_openapi_contract(self):
         doc = openapi(self.url)
         self.assertEqual(doc["info"]["version"], self.request("healthz")[1]["version"])

@@ -32,6 +32,9 @@ class Glossary {
   const std::vector<GlossaryTerm>& terms() const { return terms_; }
   // The terms `message` contains, in glossary order, each once.
   std::vector<const GlossaryTerm*> found_in(std::string_view message) const;
+  // The length of the term (or its plural) that starts at s[i], as a whole word, case aside,
+  // and the term in `term`; the longest when several do; 0 when none.
+  size_t term_at(std::string_view s, size_t i, const GlossaryTerm** term = nullptr) const;
   // Whether `translation` carries the term's target.
   static bool carries(std::string_view translation, const GlossaryTerm& term);
 

@@ -9,7 +9,9 @@
 #include "attnkit/data/po_catalog.h"
 #include "attnkit/decoding/search.h"
 #include "attnkit/po/fuzzy_memory.h"
+#include "attnkit/po/glossary.h"
 #include "attnkit/po/protect.h"
+#include "attnkit/translate/confidence.h"
 #include "attnkit/translate/translator.h"
 
 // Pre-translating a catalog for the people who translate it (`attnkit po translate`): every
@@ -73,6 +75,14 @@ struct PretranslateOptions {
   // translation, which is no longer fuzzy; any other, a new suggestion (the old translation kept
   // in a comment). Off: fuzzy entries are left as they are.
   bool refresh_fuzzy = false;
+  // A calibrated confidence (translate/confidence.h, the model's confidence.json): each model
+  // suggestion's comment gives it ("attnkit: machine translation, confidence 0.82"), the lowest
+  // of its lines'; one under `min_confidence` is left untranslated.
+  const translate::Confidence* confidence = nullptr;
+  double min_confidence = 0;
+  // A project's glossary: each term the model is given is masked as a placeholder, and its
+  // agreed translation put where the attention says (po::protect).
+  const Glossary* glossary = nullptr;
   decoding::SearchOptions search;
   size_t batch_size = 32;
   int parallel_batches = 0;
@@ -94,6 +104,7 @@ struct FilledEntry {
   std::string memory;            // Origin::Memory: the file it came from
   std::vector<size_t> segments;  // Origin::Model: its lines' segments, in order (msgid, plural)
   bool survived = false;         // po::survives(msgid, msgstr[0])
+  double confidence = -1;        // Origin::Model with a calibrated confidence: 0..1
 };
 const char* to_string(FilledEntry::Origin origin);
 
@@ -106,6 +117,8 @@ struct PretranslateReport {
   size_t copied = 0;                // nothing to translate (no letters): copied from the msgid
   size_t refreshed = 0;             // fuzzy entries carried across a cosmetic msgid change
   size_t resuggested = 0;           // fuzzy entries whose msgid changed otherwise, filled anew
+  size_t low_confidence = 0;        // left untranslated: the model's confidence was too low
+  size_t glossary_terms = 0;        // glossary terms in the lines the model translated
   size_t segments = 0;              // lines the model translated
   size_t survived = 0;              // filled entries whose protected spans survived (po::survives)
   std::vector<FilledEntry> filled;  // in catalog order

@@ -21,6 +21,8 @@
 // source's by construction (tests/test_po_protect.cpp), whatever the model emitted.
 namespace attnkit::po {
 
+class Glossary;
+
 // One line of a message (no '\n'), taken apart.
 struct Protected {
   std::string text;                // what the model translates
@@ -30,6 +32,7 @@ struct Protected {
   std::string suffix;              // a trailing ":", "..." or "…"
   char accelerator = 0;            // '_' (GTK), '&' (Qt/KDE), '~' (LibreOffice), or 0
   char key = 0;                    // the accelerator's letter, as written
+  size_t terms = 0;                // spans that are a glossary's terms (their targets in spans)
 };
 
 // The kinds of span protect() masks, in the order it tries them at each position.
@@ -63,7 +66,10 @@ using KeepsWhole = std::function<bool(const std::string& placeholder)>;
 
 // `accelerators`: look for one (a one-line message; the lines of help texts have none).
 // `whole`: the tokenizer's test; without one every printf and brace placeholder is its own mask.
-Protected protect(std::string_view line, bool accelerators = true, const KeepsWhole& whole = {});
+// `glossary`: its terms are masked too, as "%s", and their spans are the glossary's targets, so
+// that restore() puts the agreed translation where the attention says the term went.
+Protected protect(std::string_view line, bool accelerators = true, const KeepsWhole& whole = {},
+                  const Glossary* glossary = nullptr);
 
 // Where a language's translators put a label's accelerator, as measured on Debian's catalogs:
 // after the label as "(_F)" in Chinese, Japanese and Korean (92 % of the zh_CN catalogs'

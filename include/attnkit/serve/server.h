@@ -23,6 +23,7 @@ struct ServerOptions {
   size_t max_catalog_bytes = 1 << 20;  // largest catalog POST /api/po takes
   int max_beam = 10;
   size_t max_batch = 32;           // sentences per decoder call
+  size_t max_batch_tokens = 0;     // and source tokens, padding counted (0: no limit)
   double batch_window_ms = 5;      // how long the batcher waits for company
   double request_timeout_s = 30;   // a translation's longest wait for the decoder
   double catalog_timeout_s = 600;  // a catalog's (POST /api/po)

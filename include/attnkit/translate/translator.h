@@ -38,6 +38,23 @@ struct Translation {
   std::vector<at::Tensor> cross_layers, decoder_self_layers, encoder_self_layers;
 };
 
+// A given translation scored by the model (attnkit score, decoding/force.h).
+struct Scoring {
+  std::vector<std::string> source_tokens, target_tokens;  // as the model's tokenizers give them
+  std::vector<double> token_log_probs;  // one per target token, then the end of sentence's
+  double log_prob = 0;                  // their sum
+  double score = 0;                     // normalised as the search normalises (length_penalty)
+  at::Tensor attention;                 // [target tokens + 1, source tokens]
+  at::Tensor next_log_probs;            // [target vocabulary]: what could come after the target
+};
+
+// One of the alternatives at a position (Translator::alternatives).
+struct Alternative {
+  std::string token;          // the token chosen at the position
+  double token_log_prob = 0;  // its log-probability there
+  Translation translation;    // the prefix, the token, and the search's continuation
+};
+
 // The decoder's input tokens, one per attention row: <s>, then the target tokens before the last
 // row's (the keys of the decoder self-attention maps).
 std::vector<std::string> decoder_inputs(const Translation& t);
@@ -75,10 +92,33 @@ class Translator {
   // sequential run. Worth it on throughput jobs: each core then runs its own search without
   // waiting at every step for the other's share of a product (docs/PERFORMANCE.md).
   // `stats`, if given, is added the searches' work.
+  // `prefixes`, when given (one per sentence, "" for none): the start each translation must
+  // have (decoding::SearchOptions::target_prefix), tokenized as the model's targets.
   std::vector<Translation> translate(const std::vector<std::string>& sentences,
                                      const decoding::SearchOptions& options, size_t batch_size = 32,
                                      int parallel_batches = 1,
-                                     decoding::SearchStats* stats = nullptr);
+                                     decoding::SearchStats* stats = nullptr,
+                                     const std::vector<std::string>& prefixes = {});
+
+  // The log-probability of each targets[i] as the translation of sources[i], token by token
+  // (a target token the vocabulary lacks is scored as <unk>). An empty source scores nothing.
+  std::vector<Scoring> score(const std::vector<std::string>& sources,
+                             const std::vector<std::string>& targets, size_t batch_size = 32,
+                             double length_penalty = 1.0);
+
+  // The `n` most likely tokens after each prefix (prefixes[i], "" or none for the first
+  // position), each continued by the search: CTranslate2's return_alternatives. Most likely
+  // first; <pad>, <s> and <unk> are never one, the end of the sentence may be.
+  std::vector<std::vector<Alternative>> alternatives(const std::vector<std::string>& sentences,
+                                                     const std::vector<std::string>& prefixes,
+                                                     size_t n,
+                                                     const decoding::SearchOptions& options,
+                                                     size_t batch_size = 32);
+
+  // Batches by tokens as well as by sentences (CTranslate2's batch_type "tokens"): a batch
+  // holds at most `tokens` source tokens, padding counted (its sentences x its longest); a
+  // longer sentence is a batch of its own. 0: by sentences alone.
+  void set_max_batch_tokens(size_t tokens) { max_batch_tokens_ = tokens; }
 
   // Fills each result's per-layer attention maps (Translation::cross_layers ...) with one
   // teacher-forced pass over its best hypothesis; nothing for a model whose one attention is
@@ -95,8 +135,17 @@ class Translator {
 
  private:
   // Searches one batch (indices into `ids`) and fills their results.
+  // translate() on encoded sentences: results[i].source_tokens tokenize ids[i]; `prefixes`
+  // (empty, or one per sentence) are target ids.
+  void translate_encoded(std::vector<Translation>& results,
+                         const std::vector<std::vector<int64_t>>& ids,
+                         const std::vector<std::vector<int64_t>>& prefixes,
+                         const decoding::SearchOptions& options, size_t batch_size,
+                         int parallel_batches, decoding::SearchStats* stats);
+  // `prefixes`: each sentence's target prefix ids (empty: none).
   void translate_batch(const std::vector<size_t>& members,
                        const std::vector<std::vector<int64_t>>& ids,
+                       const std::vector<std::vector<int64_t>>& prefixes,
                        const decoding::SearchOptions& options, std::vector<Translation>& results,
                        decoding::SearchStats* stats);
 
@@ -105,6 +154,7 @@ class Translator {
   data::Vocab source_vocab_, target_vocab_;
   std::unique_ptr<data::Tokenizer> source_tok_, target_tok_;
   std::string dir_;
+  size_t max_batch_tokens_ = 0;
 };
 
 // Greedy translations of raw sentences, batches of 64, one batch per configured thread: what
