@@ -16,6 +16,7 @@
 #include "attnkit/data/corpus.h"
 #include "attnkit/data/text.h"
 #include "attnkit/io/pt_file.h"
+#include "attnkit/translate/confidence.h"
 #include "attnkit/translate/translation_json.h"
 #include "attnkit/translate/translator.h"
 #include "attnkit/viz/plot.h"
@@ -158,6 +159,8 @@ int run(const TranslateArgs& a) {
                  static_cast<long long>(stats.decoder_rows));
   }
   if (!a.attention_out.empty()) write_attention_pictures(a, lines, results);
+  // A calibrated model's confidence per translation (attnkit calibrate), in JSON output.
+  const auto confidence = translate::Confidence::load(a.model);
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -174,6 +177,7 @@ int run(const TranslateArgs& a) {
     }
     auto j = translate::translation_json(r);
     j["source"] = lines[i];
+    if (confidence.fitted()) j["confidence"] = confidence(r);
     nlohmann::json nbest = nlohmann::json::array();
     for (const auto& [text, score] : r.nbest)
       nbest.push_back({{"translation", text}, {"score", score}});

@@ -354,6 +354,12 @@ class PoTranslateOtherLanguages(unittest.TestCase):
             self.assertEqual(means, sorted(means))  # lowest first
             self.assertTrue(-1 <= report[part]["pearson"] <= 1)
 
+        # translate --format json gives each translation's.
+        p = subprocess.run([BIN, "--threads", "1", "translate", "--model", model, "--format", "json"],
+                           input="Open the file\nExit\n", capture_output=True, text=True, check=True)
+        for line in p.stdout.splitlines():
+            self.assertTrue(0 <= json.loads(line)["confidence"] <= 1, line)
+
         # Each model suggestion's comment carries its confidence.
         pot = os.path.join(self.dir, "confidence.pot")
         with open(pot, "w", encoding="utf-8") as f:
