@@ -18,16 +18,9 @@ TEST(Score, ASearchsHypothesisScoresWhatTheSearchSaid) {
   const auto config = testing::tiny_transformer_config(synthetic.vocab.size());
   transformer::TransformerModel model(config.transformer);
   testing::ScratchDir dir("score");
-  train::TrainOptions o;
-  o.model_dir = dir.str();
-  o.epochs = 2;  // partly trained: its probabilities are neither uniform nor one-hot
-  o.batch_size = 32;
-  o.learning_rate = 3e-3;
-  o.warmup_steps = 100;
-  o.label_smoothing = 0;
-  o.early_stop = 0;
-  o.checkpoint_every = 0;
-  testing::train(config, model, synthetic.vocab, synthetic.vocab, synthetic.data, o);
+  // Two epochs: partly trained, its probabilities neither uniform nor one-hot.
+  testing::train(config, model, synthetic.vocab, synthetic.vocab, synthetic.data,
+                 testing::tiny_transformer_training(dir.str(), /*epochs=*/2));
   auto translator = testing::translator_for(config, model, synthetic.vocab, synthetic.vocab);
   std::vector<std::string> sources;
   for (const auto& e : synthetic.test) sources.push_back(e.pair.source);

@@ -36,16 +36,7 @@ Task make_task(const std::string& name, size_t train_count) {
 }
 
 train::TrainOptions quick_options(const std::string& dir, int64_t epochs) {
-  train::TrainOptions o;
-  o.model_dir = dir;
-  o.epochs = epochs;
-  o.batch_size = 32;
-  o.learning_rate = 3e-3;
-  o.warmup_steps = 100;
-  o.label_smoothing = 0;
-  o.early_stop = 0;
-  o.checkpoint_every = 0;
-  return o;
+  return testing::tiny_transformer_training(dir, epochs);
 }
 
 train::TrainResult train_for(const Task& t, TransformerModel& model, const train::TrainOptions& o) {

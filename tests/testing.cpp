@@ -178,6 +178,19 @@ translate::ModelConfig tiny_transformer_config(int64_t vocab) {
   return c;
 }
 
+train::TrainOptions tiny_transformer_training(const std::string& dir, int64_t epochs) {
+  train::TrainOptions o;
+  o.model_dir = dir;
+  o.epochs = epochs;
+  o.batch_size = 32;
+  o.learning_rate = 3e-3;
+  o.warmup_steps = 100;
+  o.label_smoothing = 0;
+  o.early_stop = 0;
+  o.checkpoint_every = 0;
+  return o;
+}
+
 SyntheticData synthetic_data(const std::string& task, size_t train_count) {
   SyntheticData t;
   auto tok = data::make_tokenizer("en");

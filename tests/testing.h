@@ -99,5 +99,8 @@ SyntheticData synthetic_data(const std::string& task, size_t train_count);
 // The small Transformer the tests train on the synthetic tasks (d_model 32, 4 heads, 2 + 2
 // layers, no dropout), "en" tokenizers on both sides.
 translate::ModelConfig tiny_transformer_config(int64_t vocab);
+// Options that train it quickly in `dir`: batches of 32, lr 3e-3 after 100 warm-up steps, no
+// label smoothing, no early stop, no checkpoints between epochs.
+train::TrainOptions tiny_transformer_training(const std::string& dir, int64_t epochs);
 
 }  // namespace attnkit::testing
